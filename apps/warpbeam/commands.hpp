@@ -1,0 +1,15 @@
+#pragma once
+// Every subcommand of the CLI registers itself through one of these functions (one file each).
+// A subcommand reports errors by throwing warpbeam::Error; main() maps invalid_argument to exit
+// code 2 (a usage error) and every other category to exit code 1.
+
+#include <CLI/CLI.hpp>
+
+namespace warpbeam::cli {
+
+void add_info_command(CLI::App& app);
+
+/// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
+void add_backend_option(CLI::App& cmd, std::string& backend);
+
+}  // namespace warpbeam::cli

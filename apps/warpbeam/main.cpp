@@ -1,0 +1,55 @@
+// warpbeam: the command-line interface. Each subcommand lives in its own cmd_*.cpp file.
+#include <cstdio>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "warpbeam/core.hpp"
+#include "warpbeam/provenance.hpp"
+
+namespace {
+
+int usage_error(const std::string& msg) {
+  fmt::print(stderr, "warpbeam: error: {}\n", msg);
+  fmt::print(stderr, "Run with --help for more information.\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  warpbeam::set_command_line(argc, argv);
+  CLI::App app{"warpbeam: real-time signal processing for radio astronomy and ultrasound"};
+  app.set_version_flag(
+      "--version", fmt::format("warpbeam {} ({})", warpbeam::version(), warpbeam::git_commit()));
+  app.require_subcommand(1);
+
+  CLI::App* simulate = app.add_subcommand("simulate", "Make realistic test inputs");
+  simulate->require_subcommand(1);
+  CLI::App* bench = app.add_subcommand("bench", "Benchmark an engine on a reference configuration");
+  bench->require_subcommand(1);
+
+  warpbeam::cli::add_info_command(app);
+  (void)simulate;
+  (void)bench;
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  } catch (const warpbeam::Error& e) {
+    fmt::print(stderr, "warpbeam: error: {}\n", e.what());
+    return e.category() == warpbeam::ErrorCategory::invalid_argument ? 2 : 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "warpbeam: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

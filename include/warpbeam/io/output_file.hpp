@@ -1,0 +1,36 @@
+#pragma once
+// Writes a product atomically: data go to a temporary file beside the target, which is renamed
+// over the target by commit(). A failure (exception, early return) leaves no partial product.
+
+#include <cstdio>
+#include <string>
+
+namespace warpbeam::io {
+
+class OutputFile {
+ public:
+  /// Opens "<path>.tmp.<pid>" for binary writing; throws Error(io) when it cannot.
+  explicit OutputFile(std::string path);
+  /// Removes the temporary file unless commit() succeeded.
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  std::FILE* file() const { return fp_; }
+  /// Writes `bytes` bytes; throws Error(io) on a short write (e.g. disk full).
+  void write(const void* data, std::size_t bytes);
+  /// Flushes, closes and renames to the final path; throws Error(io) on failure.
+  void commit();
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return tmp_; }
+
+ private:
+  std::string path_, tmp_;
+  std::FILE* fp_ = nullptr;
+  bool committed_ = false;
+};
+
+/// Writes a whole text file atomically.
+void write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace warpbeam::io

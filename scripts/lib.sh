@@ -1,0 +1,57 @@
+# Shared by scripts/demo and scripts/test: install what is missing, configure and build.
+# Sourced, not run. Works as root on a fresh Debian 12 machine (uses sudo when not root).
+
+WB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Debian packages the build and the tests need (see DESIGN.md, Dependencies).
+WB_APT_PACKAGES=(cmake ninja-build g++ pkg-config git file python3 python3-pip
+  libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libcfitsio-dev libfftw3-dev libhdf5-dev libmatio-dev libpng-dev libopenmpi-dev openmpi-bin
+  clang-format)
+# PyPI packages: header-only CUDA libraries (cuFFTDx, CUTLASS/CuTe) and the Python checks.
+WB_PIP_PACKAGES=(nvidia-mathdx==25.6.0 nvidia-cutlass==4.2.0.0 numpy astropy)
+
+wb_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+wb_sudo() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+wb_install_deps() {
+  local missing=()
+  for p in "${WB_APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    wb_log "installing Debian packages: ${missing[*]}"
+    wb_sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive wb_sudo apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
+  local py=${WB_PYTHON:-python3} pipmissing=()
+  for spec in "${WB_PIP_PACKAGES[@]}"; do
+    local name=${spec%%==*}
+    "$py" -m pip show -q "$name" >/dev/null 2>&1 || pipmissing+=("$spec")
+  done
+  if [ ${#pipmissing[@]} -gt 0 ]; then
+    wb_log "installing PyPI packages: ${pipmissing[*]}"
+    "$py" -m pip install -q --disable-pip-version-check "${pipmissing[@]}" 2>&1 \
+      | grep -v -E "Running pip as the 'root' user|^$" || true
+  fi
+}
+
+# The preset: cuda when nvcc is on the PATH (or in /usr/local/cuda), else the CPU-only default.
+wb_preset() {
+  if [ -n "${WARPBEAM_PRESET:-}" ]; then echo "$WARPBEAM_PRESET"; return; fi
+  if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then echo cuda; else echo default; fi
+}
+
+wb_build() {
+  local preset; preset=$(wb_preset)
+  [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
+  cd "$WB_ROOT"
+  wb_log "configuring (preset $preset)"
+  cmake --preset "$preset" >/dev/null
+  wb_log "building with $(nproc) jobs"
+  cmake --build --preset "$preset" -j "$(nproc)"
+  WB_BUILD_DIR=$WB_ROOT/$( [ "$preset" = cuda ] && echo build-cuda || echo build )
+  export WB_BUILD_DIR
+}

@@ -1,0 +1,165 @@
+#include "warpbeam/device.hpp"
+#include "warpbeam/format.hpp"
+
+#ifdef WARPBEAM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "core/cuda_check.hpp"
+#endif
+
+namespace warpbeam {
+
+#ifdef WARPBEAM_HAVE_CUDA
+
+namespace detail {
+void* device_malloc(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky-free allocation error
+    fail(ErrorCategory::cuda, "cannot allocate {:.3f} GiB of device memory: {}",
+         static_cast<double>(bytes) / (1 << 30), cudaGetErrorString(e));
+  }
+  return p;
+}
+void device_free(void* p) noexcept {
+  if (p) cudaFree(p);
+}
+void* pinned_malloc(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  WB_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  return p;
+}
+void pinned_free(void* p) noexcept {
+  if (p) cudaFreeHost(p);
+}
+}  // namespace detail
+
+Stream::Stream() {
+  cudaStream_t s{};
+  WB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  handle_ = s;
+}
+Stream::~Stream() {
+  if (handle_) cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
+}
+void Stream::synchronize() const {
+  WB_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+}
+
+Event::Event() {
+  cudaEvent_t e{};
+  WB_CUDA_CHECK(cudaEventCreate(&e));
+  handle_ = e;
+}
+Event::~Event() {
+  if (handle_) cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+}
+void Event::record(const Stream* s) {
+  WB_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), WB_STREAM(s)));
+}
+void Event::synchronize() const {
+  WB_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+}
+float Event::elapsed_ms_since(const Event& start) const {
+  float ms = 0;
+  WB_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.handle_),
+                                     static_cast<cudaEvent_t>(handle_)));
+  return ms;
+}
+
+void copy_bytes(void* dst, const void* src, std::size_t bytes, const Stream* stream) {
+  if (bytes == 0) return;
+  if (stream) {
+    WB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, WB_STREAM(stream)));
+  } else {
+    WB_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  }
+}
+void device_memset(void* dst, int value, std::size_t bytes, const Stream* stream) {
+  if (bytes == 0) return;
+  WB_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, WB_STREAM(stream)));
+  if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+}
+void device_synchronize() {
+  WB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+void set_device(int device) {
+  WB_CUDA_CHECK(cudaSetDevice(device));
+}
+std::string device_description(int device) {
+  cudaDeviceProp p{};
+  WB_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  return fmt::format("{}, sm_{}{}, {} SMs, {:.1f} GiB", p.name, p.major, p.minor,
+                     p.multiProcessorCount, static_cast<double>(p.totalGlobalMem) / (1 << 30));
+}
+
+#else  // no CUDA in this build
+
+namespace {
+[[noreturn]] void no_cuda() {
+  fail(ErrorCategory::unsupported, "this warpbeam build has no CUDA backend");
+}
+}  // namespace
+namespace detail {
+void* device_malloc(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  no_cuda();
+}
+void device_free(void*) noexcept {}
+void* pinned_malloc(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  no_cuda();
+}
+void pinned_free(void*) noexcept {}
+}  // namespace detail
+Stream::Stream() {
+  no_cuda();
+}
+Stream::~Stream() = default;
+void Stream::synchronize() const {
+  no_cuda();
+}
+Event::Event() {
+  no_cuda();
+}
+Event::~Event() = default;
+void Event::record(const Stream*) {
+  no_cuda();
+}
+void Event::synchronize() const {
+  no_cuda();
+}
+float Event::elapsed_ms_since(const Event&) const {
+  no_cuda();
+}
+void copy_bytes(void*, const void*, std::size_t, const Stream*) {
+  no_cuda();
+}
+void device_memset(void*, int, std::size_t, const Stream*) {
+  no_cuda();
+}
+void device_synchronize() {}
+int device_count() {
+  return 0;
+}
+void set_device(int) {
+  no_cuda();
+}
+std::string device_description(int) {
+  return "no CUDA in this build";
+}
+
+#endif
+
+}  // namespace warpbeam
