@@ -27,3 +27,19 @@ std::vector<std::string> reference_config_names() {
 }
 
 }  // namespace warpbeam::bench
+
+namespace warpbeam::bench {
+
+nlohmann::json to_json(const DeviceCeilings& c) {
+  return {{"copy_bytes_per_s", c.copy_bytes_per_s},
+          {"fp32_add_per_s", c.fp32_add_per_s},
+          {"fp32_fma_flop_per_s", c.fp32_fma_flop_per_s}};
+}
+
+#ifndef WARPBEAM_HAVE_CUDA
+DeviceCeilings measure_device_ceilings() {
+  fail(ErrorCategory::unsupported, "device ceilings need the CUDA backend");
+}
+#endif
+
+}  // namespace warpbeam::bench

@@ -7,7 +7,10 @@
 
 namespace warpbeam::cli {
 
+// Each function adds its subcommand to `app`; `simulate ...` and `bench ...` subcommands add
+// themselves under app.get_subcommand("simulate") / ("bench"), which main() creates first.
 void add_info_command(CLI::App& app);
+void add_bench_ceilings_command(CLI::App& app);
 
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);

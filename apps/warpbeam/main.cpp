@@ -30,9 +30,9 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmark an engine on a reference configuration");
   bench->require_subcommand(1);
 
-  warpbeam::cli::add_info_command(app);
-  (void)simulate;
-  (void)bench;
+  using namespace warpbeam::cli;
+  add_info_command(app);
+  add_bench_ceilings_command(app);
 
   try {
     app.parse(argc, argv);

@@ -20,6 +20,17 @@ struct Timing {
 /// finish its device work before returning); returns the statistics.
 Timing time_host(const std::function<void()>& fn, int warmup, int repeats);
 
+/// Ceilings of the current device, measured (not from a datasheet), for roofline fractions.
+struct DeviceCeilings {
+  double copy_bytes_per_s = 0;     ///< device-to-device copy, bytes read + written per second
+  double fp32_add_per_s = 0;       ///< independent fp32 adds per second (FADD throughput)
+  double fp32_fma_flop_per_s = 0;  ///< fp32 FMA throughput in flop/s (2 per FMA)
+};
+/// Measures the ceilings on device 0 (~0.5 s). Throws unsupported without CUDA.
+DeviceCeilings measure_device_ceilings();
+/// JSON form of the ceilings.
+nlohmann::json to_json(const DeviceCeilings& c);
+
 /// DESIGN.md's reference configuration names (D1, B1, B2, E1, E2, E3, U1, U2).
 std::vector<std::string> reference_config_names();
 

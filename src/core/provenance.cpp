@@ -21,7 +21,9 @@ void set_command_line(int argc, char** argv) {
   }
 }
 
-const std::string& command_line() { return g_command_line; }
+const std::string& command_line() {
+  return g_command_line;
+}
 
 nlohmann::json provenance() {
   char host[256] = {};

@@ -1,0 +1,90 @@
+// DedispersionPlan: validation, the delay table, and the choice of executor (cpu.cpp / cuda.cu).
+#include <algorithm>
+#include <cmath>
+
+#include "dedisp/executor.hpp"
+#include "warpbeam/dedisp.hpp"
+#include "warpbeam/format.hpp"
+#include "warpbeam/unpack.hpp"
+
+namespace warpbeam::dedisp {
+
+void DedispersionConfig::validate() const {
+  require_range("nchans", nchans, 1, 1 << 20);
+  if (!(fch1_mhz > 0) || !std::isfinite(fch1_mhz))
+    fail(ErrorCategory::invalid_argument, "fch1 = {} MHz must be > 0", fch1_mhz);
+  if (!(foff_mhz != 0) || !std::isfinite(foff_mhz))
+    fail(ErrorCategory::invalid_argument, "foff = {} MHz must be non-zero", foff_mhz);
+  const double flow = std::min(fch1_mhz, fch1_mhz + (nchans - 1) * foff_mhz);
+  if (!(flow > 0))
+    fail(ErrorCategory::invalid_argument, "the band reaches {} MHz: fch1/foff/nchans disagree",
+         flow);
+  if (!(tsamp_s > 0) || !std::isfinite(tsamp_s))
+    fail(ErrorCategory::invalid_argument, "tsamp = {} s must be > 0", tsamp_s);
+  if (!supported_nbits(nbits))
+    fail(ErrorCategory::invalid_argument, "nbits = {} is not one of 1, 2, 4, 8, 16, 32", nbits);
+  if (dms.empty()) fail(ErrorCategory::invalid_argument, "the DM list is empty");
+  for (std::size_t i = 0; i < dms.size(); ++i) {
+    if (!(dms[i] >= 0) || !std::isfinite(dms[i]))
+      fail(ErrorCategory::invalid_argument, "DM trial {} = {} must be >= 0", i, dms[i]);
+    if (i && dms[i] < dms[i - 1])
+      fail(ErrorCategory::invalid_argument, "the DM list must be ascending (trial {})", i);
+  }
+  if (!killmask.empty() && static_cast<int>(killmask.size()) != nchans)
+    fail(ErrorCategory::invalid_argument, "killmask has {} entries for {} channels",
+         killmask.size(), nchans);
+  if (nsamples_in <= 0)
+    fail(ErrorCategory::invalid_argument, "nsamples_in = {} must be > 0", nsamples_in);
+  require_range("threads", threads, 0, 4096);
+}
+
+std::vector<std::int32_t> delay_table(const DedispersionConfig& c) {
+  const double f_hi = std::max(c.fch1_mhz, c.fch1_mhz + (c.nchans - 1) * c.foff_mhz);
+  std::vector<std::int32_t> d(c.dms.size() * static_cast<std::size_t>(c.nchans));
+  for (std::size_t i = 0; i < c.dms.size(); ++i)
+    for (int ch = 0; ch < c.nchans; ++ch) {
+      const double f = c.fch1_mhz + ch * c.foff_mhz;
+      const double dt = dispersion_delay_s(c.dms[i], f, f_hi) / c.tsamp_s;
+      if (dt > 2e9) fail(ErrorCategory::invalid_argument, "DM {} gives a delay of {} samples", c.dms[i], dt);
+      d[i * c.nchans + ch] = static_cast<std::int32_t>(std::lround(dt));
+    }
+  return d;
+}
+
+DedispersionPlan::DedispersionPlan(DedispersionConfig config, Backend backend)
+    : config_(std::move(config)), backend_(resolve_backend(backend)) {
+  config_.validate();
+  delays_ = delay_table(config_);
+  max_delay_ = delays_.empty() ? 0 : *std::max_element(delays_.begin(), delays_.end());
+  if (config_.nsamples_in <= max_delay_)
+    fail(ErrorCategory::invalid_argument,
+         "nsamples_in = {} must exceed the largest delay, {} samples (DM {})", config_.nsamples_in,
+         max_delay_, config_.dms.back());
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  if (backend_ == Backend::cuda) {
+#ifdef WARPBEAM_HAVE_CUDA
+    exec_ = detail::make_cuda_executor(data);
+#endif
+  } else {
+    exec_ = detail::make_cpu_executor(data);
+  }
+}
+
+DedispersionPlan::~DedispersionPlan() = default;
+DedispersionPlan::DedispersionPlan(DedispersionPlan&&) noexcept = default;
+DedispersionPlan& DedispersionPlan::operator=(DedispersionPlan&&) noexcept = default;
+
+std::int64_t DedispersionPlan::row_bytes() const {
+  return static_cast<std::int64_t>(packed_bytes(config_.nbits, config_.nchans));
+}
+
+void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<float, 2> out,
+                               const Stream* stream) const {
+  const Space space = backend_ == Backend::cuda ? Space::device : Space::host;
+  require_view(in, {config_.nsamples_in, row_bytes()}, space, "dedispersion input");
+  require_view(out, {ndms(), nsamples_out()}, space, "dedispersion output");
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  exec_->execute(data, in.data, out.data, stream);
+}
+
+}  // namespace warpbeam::dedisp
