@@ -18,28 +18,34 @@ constexpr int kIters = 4096;
 __global__ void fadd_kernel(float* out, float step) {
   float a[kChains];
 #pragma unroll
-  for (int i = 0; i < kChains; ++i) a[i] = threadIdx.x + i;
+  for (int i = 0; i < kChains; ++i)
+    a[i] = threadIdx.x + i;
   for (int it = 0; it < kIters; ++it) {
 #pragma unroll
-    for (int i = 0; i < kChains; ++i) a[i] += step;
+    for (int i = 0; i < kChains; ++i)
+      a[i] += step;
   }
   float s = 0;
 #pragma unroll
-  for (int i = 0; i < kChains; ++i) s += a[i];
+  for (int i = 0; i < kChains; ++i)
+    s += a[i];
   if (s == -1.f) out[threadIdx.x] = s;  // never true: keeps the loop alive
 }
 
 __global__ void ffma_kernel(float* out, float m, float step) {
   float a[kChains];
 #pragma unroll
-  for (int i = 0; i < kChains; ++i) a[i] = threadIdx.x + i;
+  for (int i = 0; i < kChains; ++i)
+    a[i] = threadIdx.x + i;
   for (int it = 0; it < kIters; ++it) {
 #pragma unroll
-    for (int i = 0; i < kChains; ++i) a[i] = fmaf(a[i], m, step);
+    for (int i = 0; i < kChains; ++i)
+      a[i] = fmaf(a[i], m, step);
   }
   float s = 0;
 #pragma unroll
-  for (int i = 0; i < kChains; ++i) s += a[i];
+  for (int i = 0; i < kChains; ++i)
+    s += a[i];
   if (s == -1.f) out[threadIdx.x] = s;
 }
 
@@ -48,7 +54,8 @@ float time_ms(F&& launch, int reps) {
   Event a, b;
   launch();  // warm-up
   a.record();
-  for (int i = 0; i < reps; ++i) launch();
+  for (int i = 0; i < reps; ++i)
+    launch();
   b.record();
   b.synchronize();
   return b.elapsed_ms_since(a) / reps;
@@ -64,7 +71,9 @@ DeviceCeilings measure_device_ceilings() {
   DeviceArray<char> src(bytes), dst(bytes);
   device_memset(src.data(), 1, bytes);
   const float copy_ms = time_ms(
-      [&] { WB_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice)); },
+      [&] {
+        WB_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice));
+      },
       10);
   c.copy_bytes_per_s = 2.0 * static_cast<double>(bytes) / (copy_ms * 1e-3);
 

@@ -16,7 +16,8 @@ TEST(DmList, D1HasDedispsTrialCount) {
   EXPECT_EQ(dms.front(), 0.f);
   EXPECT_GE(dms.back(), 1000.f);
   EXPECT_LT(dms[dms.size() - 2], 1000.f);
-  for (std::size_t i = 1; i < dms.size(); ++i) EXPECT_GT(dms[i], dms[i - 1]);
+  for (std::size_t i = 1; i < dms.size(); ++i)
+    EXPECT_GT(dms[i], dms[i - 1]);
 }
 
 TEST(DmList, LinearAndBadArguments) {

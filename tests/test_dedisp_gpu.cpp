@@ -11,7 +11,8 @@ namespace {
 std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<std::uint8_t> b(n);
-  for (auto& x : b) x = static_cast<std::uint8_t>(rng());
+  for (auto& x : b)
+    x = static_cast<std::uint8_t>(rng());
   return b;
 }
 }  // namespace
@@ -41,9 +42,9 @@ TEST(DedispGpu, MatchesCpuOnRandomInput) {
     DeviceArray<float> d_out(got.size());
     copy_bytes(d_in.data(), in.data(), in.size());
     device_memset(d_out.data(), 0xFF, d_out.bytes());
-    gpu.execute(View<const std::uint8_t, 2>(d_in.data(), {c.nsamples_in, gpu.row_bytes()},
-                                            Space::device),
-                View<float, 2>(d_out.data(), {gpu.ndms(), gpu.nsamples_out()}, Space::device));
+    gpu.execute(
+        View<const std::uint8_t, 2>(d_in.data(), {c.nsamples_in, gpu.row_bytes()}, Space::device),
+        View<float, 2>(d_out.data(), {gpu.ndms(), gpu.nsamples_out()}, Space::device));
     copy_bytes(got.data(), d_out.data(), d_out.bytes());
     for (std::int64_t d = 0; d < cpu.ndms(); ++d) {
       float maxref = 0, maxerr = 0;

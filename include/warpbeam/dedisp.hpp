@@ -55,7 +55,7 @@ struct DedispersionConfig {
   double fch1_mhz = 0;  ///< centre of channel 0 (MHz)
   double foff_mhz = 0;  ///< channel step (MHz), either sign
   double tsamp_s = 0;   ///< sampling time (s)
-  int nbits = 8;        ///< input sample size: 1, 2, 4, 8, 16 (unsigned unless is_signed) or 32 (float)
+  int nbits = 8;  ///< input sample size: 1, 2, 4, 8, 16 (unsigned unless is_signed) or 32 (float)
   bool is_signed = false;
   std::vector<float> dms;              ///< trial DMs (pc cm^-3), ascending
   std::int64_t nsamples_in = 0;        ///< time samples per execute() (the gulp, overlap included)

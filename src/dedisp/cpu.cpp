@@ -20,23 +20,26 @@ class CpuExecutor final : public Executor {
     const std::int64_t nt = p.nsamples_out;
     const std::int64_t row = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
     for (std::int64_t t = 0; t < c.nsamples_in; ++t)
-      unpack_samples(in + t * row, c.nbits, c.nchans, unpacked_.data() + t * c.nchans,
-                     c.is_signed);
+      unpack_samples(in + t * row, c.nbits, c.nchans, unpacked_.data() + t * c.nchans, c.is_signed);
     const auto ndm = static_cast<std::int64_t>(c.dms.size());
 #pragma omp parallel for schedule(dynamic) num_threads(c.threads > 0 ? c.threads : omp_threads())
     for (std::int64_t d = 0; d < ndm; ++d) {
       float* o = out + d * nt;
-      for (std::int64_t t = 0; t < nt; ++t) o[t] = 0;
+      for (std::int64_t t = 0; t < nt; ++t)
+        o[t] = 0;
       for (int ch = 0; ch < c.nchans; ++ch) {
         if (!c.killmask.empty() && !c.killmask[ch]) continue;
         const float* src = unpacked_.data() + p.delays[d * c.nchans + ch] * c.nchans + ch;
-        for (std::int64_t t = 0; t < nt; ++t) o[t] += src[t * c.nchans];
+        for (std::int64_t t = 0; t < nt; ++t)
+          o[t] += src[t * c.nchans];
       }
     }
   }
 
  private:
-  static int omp_threads() { return omp_get_max_threads(); }
+  static int omp_threads() {
+    return omp_get_max_threads();
+  }
   std::vector<float> unpacked_;
 };
 

@@ -13,12 +13,14 @@ __device__ inline float load_sample(const std::uint8_t* __restrict__ in, std::in
                                     std::int64_t t, int ch, int nbits, bool is_signed) {
   const std::uint8_t* r = in + t * row_bytes;
   switch (nbits) {
-    case 8: return is_signed ? static_cast<float>(static_cast<signed char>(r[ch])) : r[ch];
+    case 8:
+      return is_signed ? static_cast<float>(static_cast<signed char>(r[ch])) : r[ch];
     case 16: {
       const unsigned short v = reinterpret_cast<const unsigned short*>(r)[ch];
       return is_signed ? static_cast<float>(static_cast<short>(v)) : v;
     }
-    case 32: return reinterpret_cast<const float*>(r)[ch];
+    case 32:
+      return reinterpret_cast<const float*>(r)[ch];
     default: {
       const int per_byte = 8 / nbits;
       const unsigned mask = (1u << nbits) - 1u;
@@ -65,8 +67,8 @@ class CudaDirectExecutor final : public Executor {
     const dim3 grid(static_cast<unsigned>((p.nsamples_out + threads - 1) / threads),
                     static_cast<unsigned>(c.dms.size()));
     cudaStream_t s = WB_STREAM(stream);
-    direct_kernel<<<grid, threads, 0, s>>>(in, row, c.nchans, c.nbits, c.is_signed,
-                                           delays_.data(), killmask_.data(), p.nsamples_out, out);
+    direct_kernel<<<grid, threads, 0, s>>>(in, row, c.nchans, c.nbits, c.is_signed, delays_.data(),
+                                           killmask_.data(), p.nsamples_out, out);
     WB_CUDA_CHECK_LAUNCH();
     if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(s));
   }

@@ -50,7 +50,8 @@ std::vector<float> dm_list_linear(double dm_min, double dm_max, double step) {
   const auto n = static_cast<std::size_t>(std::floor((dm_max - dm_min) / step + 1e-9)) + 1;
   if (n > (1u << 22)) fail(ErrorCategory::invalid_argument, "{} DM trials is too many", n);
   std::vector<float> dms(n);
-  for (std::size_t i = 0; i < n; ++i) dms[i] = static_cast<float>(dm_min + step * i);
+  for (std::size_t i = 0; i < n; ++i)
+    dms[i] = static_cast<float>(dm_min + step * i);
   return dms;
 }
 

@@ -45,7 +45,8 @@ std::vector<std::int32_t> delay_table(const DedispersionConfig& c) {
     for (int ch = 0; ch < c.nchans; ++ch) {
       const double f = c.fch1_mhz + ch * c.foff_mhz;
       const double dt = dispersion_delay_s(c.dms[i], f, f_hi) / c.tsamp_s;
-      if (dt > 2e9) fail(ErrorCategory::invalid_argument, "DM {} gives a delay of {} samples", c.dms[i], dt);
+      if (dt > 2e9)
+        fail(ErrorCategory::invalid_argument, "DM {} gives a delay of {} samples", c.dms[i], dt);
       d[i * c.nchans + ch] = static_cast<std::int32_t>(std::lround(dt));
     }
   return d;
