@@ -64,8 +64,8 @@ inline std::vector<std::uint8_t> random_input(const BeamformConfig& c, std::uint
 }
 
 /// Random weights [chan][pol][beam][ant] with |w| <= 1; antennas a % mask_every == 1 masked (0).
-inline std::vector<std::complex<float>> random_weights(const BeamformConfig& c,
-                                                       std::uint32_t seed, int mask_every) {
+inline std::vector<std::complex<float>> random_weights(const BeamformConfig& c, std::uint32_t seed,
+                                                       int mask_every) {
   std::vector<std::complex<float>> w(static_cast<std::size_t>(c.nchans) * c.npol * c.nbeams *
                                      c.nantennas);
   std::mt19937 rng(seed);
@@ -153,9 +153,9 @@ inline std::vector<float> naive_beamform(const BeamformConfig& c,
             out[i + 1] = v.imag();
           } else {
             const int op = c.sum_pols ? 0 : p;
-            out[static_cast<std::size_t>(((b * shape[1] + op) * shape[2] + t / c.integration) *
-                                             shape[3] +
-                                         ch)] += std::norm(v);
+            out[static_cast<std::size_t>(
+                ((b * shape[1] + op) * shape[2] + t / c.integration) * shape[3] + ch)] +=
+                std::norm(v);
           }
         }
   return std::vector<float>(out.begin(), out.end());
@@ -188,10 +188,10 @@ inline Comparison compare(const std::vector<float>& got, const std::vector<float
     }
     if (bad >= 0 && r.first.empty()) {
       std::ostringstream s;
-      s << "beam " << o / shape[1] << " pol " << o % shape[1] << ": first mismatch at index "
-        << bad << " (time " << (bad % per) / shape[3] << ", col " << bad % shape[3]
-        << "): got " << got[static_cast<std::size_t>(bad)] << ", expected "
-        << ref[static_cast<std::size_t>(bad)] << "; max error " << merr << " of max " << mref;
+      s << "beam " << o / shape[1] << " pol " << o % shape[1] << ": first mismatch at index " << bad
+        << " (time " << (bad % per) / shape[3] << ", col " << bad % shape[3] << "): got "
+        << got[static_cast<std::size_t>(bad)] << ", expected " << ref[static_cast<std::size_t>(bad)]
+        << "; max error " << merr << " of max " << mref;
       r.first = s.str();
     }
     const double ratio = mref > 0 ? merr / mref : (merr > 0 ? INFINITY : 0);

@@ -83,7 +83,7 @@ TEST(BeamformVoltages, ConversionTables) {
   EXPECT_EQ(t[2 * 0x9C], -7);
   EXPECT_EQ(t[2 * 0x9C + 1], -4);
   const auto ob = conversion_table(SampleType::ci4, Encoding::offset_binary);
-  EXPECT_EQ(ob[2 * 0x08], -8);    // high nibble 0 -> -8
+  EXPECT_EQ(ob[2 * 0x08], -8);     // high nibble 0 -> -8
   EXPECT_EQ(ob[2 * 0x08 + 1], 0);  // low nibble 8 -> 0
   EXPECT_EQ(code_value(0x0, 4, Encoding::offset_binary), -8);
   EXPECT_EQ(code_value(0xF, 4, Encoding::offset_binary), 7);
@@ -218,7 +218,8 @@ TEST(BeamformCpu, PlaneWaveFollowsArrayFactor) {
       for (int a = 0; a < na; ++a) {
         const auto& r = array.enu_m[static_cast<std::size_t>(a)];
         const double tau = (r[0] * s0[0] + r[1] * s0[1] + r[2] * s0[2]) / 299792458.0;
-        const std::complex<float> x(s * std::polar(1.0, 2 * kPi * f[static_cast<std::size_t>(ch)] * tau));
+        const std::complex<float> x(
+            s * std::polar(1.0, 2 * kPi * f[static_cast<std::size_t>(ch)] * tau));
         std::memcpy(in.data() + ((ch * c.nsamples + t) * na + a) * 8, &x, 8);
       }
     }
@@ -271,13 +272,22 @@ TEST(BeamformWeights, GeometryGainsMaskAndHorizon) {
   EXPECT_EQ(w[7], std::complex<float>(0, 0));
   EXPECT_EQ(w[32 + 7], std::complex<float>(0, 0));
   // Below the horizon: a clear error naming the beam.
-  expect_error([&] { compute_weights(g, {{Frame::azel, 0, 0.5}, {Frame::azel, 0, -0.1}}, f, 2); },
-               ErrorCategory::invalid_argument, "beam 1");
-  expect_error([&] { compute_weights(g, {{Frame::direction_cosines, 0.8, 0.7}}, f, 2); },
-               ErrorCategory::invalid_argument, "horizon");
+  expect_error(
+      [&] {
+        compute_weights(g, {{Frame::azel, 0, 0.5}, {Frame::azel, 0, -0.1}}, f, 2);
+      },
+      ErrorCategory::invalid_argument, "beam 1");
+  expect_error(
+      [&] {
+        compute_weights(g, {{Frame::direction_cosines, 0.8, 0.7}}, f, 2);
+      },
+      ErrorCategory::invalid_argument, "horizon");
   g.mask.resize(3);
-  expect_error([&] { compute_weights(g, {{Frame::azel, 0, 1}}, f, 2); },
-               ErrorCategory::invalid_argument, "mask");
+  expect_error(
+      [&] {
+        compute_weights(g, {{Frame::azel, 0, 1}}, f, 2);
+      },
+      ErrorCategory::invalid_argument, "mask");
 }
 
 TEST(BeamformWeights, PhaseSignSteersTowardsTheSource) {

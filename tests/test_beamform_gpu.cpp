@@ -51,8 +51,8 @@ Comparison run_both(BeamformConfig c, std::uint32_t seed, double tol, int mask_e
   cc.algorithm = Algorithm::automatic;
   BeamformPlan cpu(cc, Backend::cpu);
   const auto& ew = gpu.effective_weights();
-  cpu.set_weights(View<const std::complex<float>, 4>(ew.data(), {c.nchans, c.npol, c.nbeams,
-                                                                 c.nantennas}));
+  cpu.set_weights(
+      View<const std::complex<float>, 4>(ew.data(), {c.nchans, c.npol, c.nbeams, c.nantennas}));
   std::vector<float> ref(got.size());
   cpu.execute(input_view(c, in), output_view(c, ref));
   return compare(got, ref, c, tol);
@@ -97,9 +97,9 @@ TEST(BeamformGpu, RegisterTiledOutputsMatchCpu) {
         BeamformConfig c = small_config(type, npol, 11, 21, 17, 96);
         c.algorithm = Algorithm::register_tiled;
         if (variant == 0) c.output = OutputKind::voltage;
-        if (variant == 1) c.integration = 2;                   // within a thread: plain stores
+        if (variant == 1) c.integration = 2;                      // within a thread: plain stores
         if (variant == 2) c.integration = 12, c.sum_pols = true;  // across threads: atomics
-        if (variant == 3) c.integration = 96;                  // across blocks
+        if (variant == 3) c.integration = 96;                     // across blocks
         check(c, seed++, 1e-5);
       }
 }

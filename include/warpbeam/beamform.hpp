@@ -62,11 +62,11 @@ struct CudaTuning {
 };
 
 struct BeamformConfig {
-  int nchans = 0;               ///< channels per execute()
-  int nantennas = 0;            ///< antennas (stands) in the input
-  int npol = 1;                 ///< polarisations per antenna in the input: 1 or 2
-  int nbeams = 0;               ///< beams formed
-  std::int64_t nsamples = 0;    ///< time samples per channel per execute()
+  int nchans = 0;             ///< channels per execute()
+  int nantennas = 0;          ///< antennas (stands) in the input
+  int npol = 1;               ///< polarisations per antenna in the input: 1 or 2
+  int nbeams = 0;             ///< beams formed
+  std::int64_t nsamples = 0;  ///< time samples per channel per execute()
   SampleType sample_type = SampleType::ci4;
   Encoding encoding = Encoding::twos_complement;  ///< integer code -> value (ci4/ci8)
   std::vector<float> levels;  ///< custom code values (16 for ci4, 256 for ci8) overriding encoding
@@ -157,9 +157,9 @@ struct Observatory {
 /// per-antenna complex calibration gains and a mask (sub-arraying).
 struct ArrayGeometry {
   Observatory site;
-  std::vector<std::array<double, 3>> enu_m;     ///< [antenna] (east, north, up), metres
-  std::vector<std::complex<float>> gains;       ///< [antenna][pol]; empty: all 1
-  std::vector<std::uint8_t> mask;               ///< [antenna]: 1 = use, 0 = drop; empty: all used
+  std::vector<std::array<double, 3>> enu_m;  ///< [antenna] (east, north, up), metres
+  std::vector<std::complex<float>> gains;    ///< [antenna][pol]; empty: all 1
+  std::vector<std::uint8_t> mask;            ///< [antenna]: 1 = use, 0 = drop; empty: all used
   int nantennas() const { return static_cast<int>(enu_m.size()); }
   /// Throws invalid_argument for an empty array, non-finite positions or gains/mask sizes that
   /// do not match (gains: nantennas * npol).
@@ -221,9 +221,8 @@ std::vector<Pointing> parse_beam_grid(const std::string& spec);
 
 /// Relative response of the array to a unit plane wave from direction `s` at frequency f_hz for
 /// weights w[a] (one channel and pol): sum_a w_a exp(+2 pi i f r_a.s / c). Used for beam patterns.
-std::complex<double> array_response(const ArrayGeometry& array,
-                                    const std::complex<float>* weights, double f_hz,
-                                    const std::array<double, 3>& s);
+std::complex<double> array_response(const ArrayGeometry& array, const std::complex<float>* weights,
+                                    double f_hz, const std::array<double, 3>& s);
 
 // -------------------------------------------------------------------------------------------
 // Benchmark baseline
@@ -233,5 +232,8 @@ std::complex<double> array_response(const ArrayGeometry& array,
 /// for C[m x n] = A[m x k] B[k x n] over `batch` matrices, measured with CUDA events after a
 /// warm-up. The B2 benchmark's baseline. Throws unsupported without CUDA.
 double cublas_cgemm_ms(int m, int n, int k, int batch, bool tf32, int repeats = 5);
+/// Measured fp16 tensor-core rate (flop/s) of a cuBLAS n x n x n GEMM (cublasGemmEx, fp16 inputs,
+/// fp32 accumulation, as the tensor-core beamformer): the ceiling its fraction is quoted against.
+double cublas_hgemm_flops(int n = 8192, int repeats = 5);
 
 }  // namespace warpbeam::beamform

@@ -7,6 +7,9 @@ namespace warpbeam::beamform {
 double cublas_cgemm_ms(int, int, int, int, bool, int) {
   fail(ErrorCategory::unsupported, "the cuBLAS baseline needs the CUDA backend");
 }
+double cublas_hgemm_flops(int, int) {
+  fail(ErrorCategory::unsupported, "the cuBLAS baseline needs the CUDA backend");
+}
 #endif
 
 }  // namespace warpbeam::beamform

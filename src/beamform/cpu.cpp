@@ -38,9 +38,8 @@ class CpuExecutor final : public Executor {
     for (auto& s : scratch_) {
       s.xr.assign(static_cast<std::size_t>(c.nantennas * tb_pad_), 0.f);
       s.xi.assign(s.xr.size(), 0.f);
-      s.tile.assign(static_cast<std::size_t>(c.nbeams) * c.nout_pols() * (tb_ / n) * kChanGroup *
-                        vals,
-                    0.f);
+      s.tile.assign(
+          static_cast<std::size_t>(c.nbeams) * c.nout_pols() * (tb_ / n) * kChanGroup * vals, 0.f);
     }
     weights_.resize(static_cast<std::size_t>(c.nchans) * c.npol * c.nbeams * c.nantennas * 2);
   }
@@ -103,10 +102,9 @@ class CpuExecutor final : public Executor {
 
   // Beam voltages of beams b0, b1 for kVec samples from t: acc = sum_a w_a x_a (complex).
   static inline void beam_pair(const float* __restrict__ w0, const float* __restrict__ w1,
-                               const float* __restrict__ xr, const float* __restrict__ xi,
-                               int na, std::int64_t stride, float* __restrict__ r0,
-                               float* __restrict__ i0, float* __restrict__ r1,
-                               float* __restrict__ i1) {
+                               const float* __restrict__ xr, const float* __restrict__ xi, int na,
+                               std::int64_t stride, float* __restrict__ r0, float* __restrict__ i0,
+                               float* __restrict__ r1, float* __restrict__ i1) {
     float ar0[kVec] = {}, ai0[kVec] = {}, ar1[kVec] = {}, ai1[kVec] = {};
     for (int a = 0; a < na; ++a) {
       const float w0r = w0[2 * a], w0i = w0[2 * a + 1], w1r = w1[2 * a], w1i = w1[2 * a + 1];
@@ -147,8 +145,8 @@ class CpuExecutor final : public Executor {
       for (int pol = 0; pol < c.npol; ++pol) {
         unpack(p, in, ch, pol, t0, nt, s);
         const int op = c.sum_pols ? 0 : pol;
-        const float* wcp =
-            weights_.data() + (static_cast<std::size_t>(ch) * c.npol + pol) * c.nbeams * c.nantennas * 2;
+        const float* wcp = weights_.data() + (static_cast<std::size_t>(ch) * c.npol + pol) *
+                                                 c.nbeams * c.nantennas * 2;
         for (int b = 0; b < c.nbeams; b += 2) {
           const int b1 = std::min(b + 1, c.nbeams - 1);
           for (std::int64_t tv = 0; tv < nt; tv += kVec) {
@@ -179,8 +177,8 @@ class CpuExecutor final : public Executor {
     for (int b = 0; b < c.nbeams; ++b)
       for (int op = 0; op < nop; ++op)
         for (std::int64_t to = 0; to < nto; ++to) {
-          const float* src =
-              s.tile.data() + ((static_cast<std::size_t>(b) * nop + op) * tbo + to) * kChanGroup * vals;
+          const float* src = s.tile.data() + ((static_cast<std::size_t>(b) * nop + op) * tbo + to) *
+                                                 kChanGroup * vals;
           float* dst = out + ((static_cast<std::int64_t>(b) * nop + op) * ntout + to0 + to) * row +
                        static_cast<std::int64_t>(ch0) * vals;
           std::memcpy(dst, src, static_cast<std::size_t>(nch) * vals * sizeof(float));

@@ -55,9 +55,9 @@ __global__ void __launch_bounds__(256)
   const int tth = blockDim.x / kCT;  // threads along time
   const int tt = tth * TPT;          // time tile
   const int stride = xs_stride(tt);
-  float2* xs = reinterpret_cast<float2*>(smem_raw);                 // [kAG][kCT][stride]
-  float2* ws = xs + static_cast<std::size_t>(kAG) * kCT * stride;   // [kAG][BPT][kCT]
-  float2* tab = ws + kAG * BPT * kCT;                               // [256]
+  float2* xs = reinterpret_cast<float2*>(smem_raw);                // [kAG][kCT][stride]
+  float2* ws = xs + static_cast<std::size_t>(kAG) * kCT * stride;  // [kAG][BPT][kCT]
+  float2* tab = ws + kAG * BPT * kCT;                              // [256]
 
   const int tid = threadIdx.x;
   const int c = tid % kCT, tq = tid / kCT;
@@ -129,10 +129,10 @@ __global__ void __launch_bounds__(256)
         const std::int64_t tg = t0 + t;
         float2 v = make_float2(0.f, 0.f);
         if (a < nag && c0 + cc < p.nchans && tg < p.nsamples)
-          v = decode_sample<D>(in + (static_cast<std::int64_t>(c0 + cc) * p.nsamples + tg) *
-                                        p.row_bytes +
-                                    (static_cast<std::int64_t>(a0 + a) * p.npol + pol) * bpc,
-                               tab);
+          v = decode_sample<D>(
+              in + (static_cast<std::int64_t>(c0 + cc) * p.nsamples + tg) * p.row_bytes +
+                  (static_cast<std::int64_t>(a0 + a) * p.npol + pol) * bpc,
+              tab);
         xs[(a * kCT + cc) * stride + t] = v;
       }
     }
@@ -244,10 +244,14 @@ KernelFn pick_kernel(int bpt, int tpt) {
 
 KernelFn pick_kernel(SampleType t, int bpt, int tpt) {
   switch (t) {
-    case SampleType::ci4: return pick_kernel<kCi4>(bpt, tpt);
-    case SampleType::ci8: return pick_kernel<kCi8>(bpt, tpt);
-    case SampleType::cf16: return pick_kernel<kCf16>(bpt, tpt);
-    case SampleType::cf32: return pick_kernel<kCf32>(bpt, tpt);
+    case SampleType::ci4:
+      return pick_kernel<kCi4>(bpt, tpt);
+    case SampleType::ci8:
+      return pick_kernel<kCi8>(bpt, tpt);
+    case SampleType::cf16:
+      return pick_kernel<kCf16>(bpt, tpt);
+    case SampleType::cf32:
+      return pick_kernel<kCf32>(bpt, tpt);
   }
   return nullptr;
 }
@@ -284,8 +288,8 @@ class CudaRegisterTiledExecutor final : public Executor {
     cudaStream_t s = WB_STREAM(stream);
     copy_bytes(wstage_.data(), w, wstage_.bytes(), stream);
     const int threads = 256;
-    const auto blocks = static_cast<unsigned>(
-        std::min<std::size_t>((wdev_.size() + threads - 1) / threads, 65536));
+    const auto blocks =
+        static_cast<unsigned>(std::min<std::size_t>((wdev_.size() + threads - 1) / threads, 65536));
     transpose_weights<<<blocks, threads, 0, s>>>(wstage_.data(), wdev_.data(), c.nchans, c.npol,
                                                  c.nbeams, c.nantennas);
     WB_CUDA_CHECK_LAUNCH();
@@ -319,8 +323,7 @@ class CudaRegisterTiledExecutor final : public Executor {
     const dim3 grid(static_cast<unsigned>(blocks_x_), static_cast<unsigned>(c.npol),
                     static_cast<unsigned>((c.nbeams + tuning_.beams_per_thread - 1) /
                                           tuning_.beams_per_thread));
-    kernel_<<<grid, tuning_.threads_per_block, smem_, s>>>(in, wdev_.data(), table_.data(), p,
-                                                           out);
+    kernel_<<<grid, tuning_.threads_per_block, smem_, s>>>(in, wdev_.data(), table_.data(), p, out);
     WB_CUDA_CHECK_LAUNCH();
     if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(s));
   }

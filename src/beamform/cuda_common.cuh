@@ -11,7 +11,10 @@ namespace warpbeam::beamform::detail {
 enum : int { kCi4 = 0, kCi8 = 1, kCf16 = 2, kCf32 = 3 };
 
 template <int D>
-constexpr int kBytesPerComplex = D == kCi4 ? 1 : D == kCi8 ? 2 : D == kCf16 ? 4 : 8;
+constexpr int kBytesPerComplex = D == kCi4    ? 1
+                                 : D == kCi8  ? 2
+                                 : D == kCf16 ? 4
+                                              : 8;
 
 /// Decodes the complex sample at `p` (naturally aligned) through the conversion table `tab`
 /// (256 (re, im) pairs, shared memory; unused for cf16/cf32).

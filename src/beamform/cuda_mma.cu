@@ -29,7 +29,7 @@
 namespace warpbeam::beamform::detail {
 namespace {
 
-constexpr int kBM = 64;        // A' rows per block (32 beams)
+constexpr int kBM = 64;  // A' rows per block (32 beams)
 constexpr int kBeams = kBM / 2;
 constexpr int kBN = 64;        // time samples per block
 constexpr int kBK = 32;        // k' per stage (16 antennas)
@@ -90,12 +90,11 @@ struct XLoader {
   unsigned w[kWords];
   bool valid;
 
-  __device__ __forceinline__ void load(const std::uint8_t* __restrict__ in, const Params& p,
-                                       int c, std::int64_t t, int a) {
+  __device__ __forceinline__ void load(const std::uint8_t* __restrict__ in, const Params& p, int c,
+                                       std::int64_t t, int a) {
     valid = t < p.nsamples && a < p.nant;
     if (!valid) return;
-    const std::uint8_t* src = in +
-                              (static_cast<std::int64_t>(c) * p.nsamples + t) * p.row_bytes +
+    const std::uint8_t* src = in + (static_cast<std::int64_t>(c) * p.nsamples + t) * p.row_bytes +
                               static_cast<std::int64_t>(a) * NP * kBpc;
     if (p.vector_loads && a + 8 <= p.nant) {
       if constexpr (kBytes == 8) {
@@ -167,10 +166,10 @@ __global__ void __launch_bounds__(kThreads)
     mma_kernel(const std::uint8_t* __restrict__ in, const __half* __restrict__ aw,
                const float2* __restrict__ table, Params p, float* __restrict__ out) {
   extern __shared__ float4 smem_raw[];
-  __half* As = reinterpret_cast<__half*>(smem_raw);  // [2][kBM][kLd]
-  __half* Bs = As + 2 * kBM * kLd;                   // [2][kBN][kLd]
+  __half* As = reinterpret_cast<__half*>(smem_raw);             // [2][kBM][kLd]
+  __half* Bs = As + 2 * kBM * kLd;                              // [2][kBN][kLd]
   float2* tab = reinterpret_cast<float2*>(Bs + 2 * kBN * kLd);  // [256]
-  float* O = reinterpret_cast<float*>(tab + 256);    // [kBeams][kBN / N][kCT]
+  float* O = reinterpret_cast<float*>(tab + 256);               // [kBeams][kBN / N][kCT]
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp / 2, wn = warp % 2;  // warp's 32-row / 32-column quadrant
@@ -199,13 +198,15 @@ __global__ void __launch_bounds__(kThreads)
   auto load_a = [&](int s, int buf) {
     int cl, pol, ks;
     stage_coords(s, cl, pol, ks);
-    const __half* src = aw + ((static_cast<std::int64_t>(c0 + cl) * p.npol + pol) * p.mpad +
-                              static_cast<std::int64_t>(mtile) * kBM) *
-                                 p.kpad +
+    const __half* src = aw +
+                        ((static_cast<std::int64_t>(c0 + cl) * p.npol + pol) * p.mpad +
+                         static_cast<std::int64_t>(mtile) * kBM) *
+                            p.kpad +
                         ks * kBK;
     for (int i = tid; i < kBM * (kBK / 8); i += kThreads) {  // 16-byte chunks
       const int r = i / (kBK / 8), q = i % (kBK / 8);
-      cp_async16(As + (buf * kBM + r) * kLd + 8 * q, src + static_cast<std::int64_t>(r) * p.kpad + 8 * q);
+      cp_async16(As + (buf * kBM + r) * kLd + 8 * q,
+                 src + static_cast<std::int64_t>(r) * p.kpad + 8 * q);
     }
     asm volatile("cp.async.commit_group;\n" ::);
   };
@@ -350,15 +351,23 @@ class CudaMmaExecutor final : public Executor {
     if (!pd.table.empty()) copy_bytes(table_.data(), pd.table.data(), table_.bytes());
     mpad_ = (c.nbeams + kBeams - 1) / kBeams * kBM;
     kpad_ = (c.nantennas + kAnt - 1) / kAnt * kBK;
-    wstage_ = DeviceArray<float2>(static_cast<std::size_t>(c.nchans) * c.npol * c.nbeams *
-                                  c.nantennas);
+    wstage_ =
+        DeviceArray<float2>(static_cast<std::size_t>(c.nchans) * c.npol * c.nbeams * c.nantennas);
     aw_ = DeviceArray<__half>(static_cast<std::size_t>(c.nchans) * c.npol * mpad_ * kpad_);
     const bool dual = c.npol == 2;
     switch (c.sample_type) {
-      case SampleType::ci4: kernel_ = dual ? mma_kernel<kCi4, 2> : mma_kernel<kCi4, 1>; break;
-      case SampleType::ci8: kernel_ = dual ? mma_kernel<kCi8, 2> : mma_kernel<kCi8, 1>; break;
-      case SampleType::cf16: kernel_ = dual ? mma_kernel<kCf16, 2> : mma_kernel<kCf16, 1>; break;
-      case SampleType::cf32: kernel_ = dual ? mma_kernel<kCf32, 2> : mma_kernel<kCf32, 1>; break;
+      case SampleType::ci4:
+        kernel_ = dual ? mma_kernel<kCi4, 2> : mma_kernel<kCi4, 1>;
+        break;
+      case SampleType::ci8:
+        kernel_ = dual ? mma_kernel<kCi8, 2> : mma_kernel<kCi8, 1>;
+        break;
+      case SampleType::cf16:
+        kernel_ = dual ? mma_kernel<kCf16, 2> : mma_kernel<kCf16, 1>;
+        break;
+      case SampleType::cf32:
+        kernel_ = dual ? mma_kernel<kCf32, 2> : mma_kernel<kCf32, 1>;
+        break;
     }
     const int nbins = kBN / c.integration;
     smem_ = (2 * kBM * kLd + 2 * kBN * kLd) * sizeof(__half) + 256 * sizeof(float2) +
@@ -381,8 +390,8 @@ class CudaMmaExecutor final : public Executor {
     const int threads = 256;
     const auto blocks =
         static_cast<unsigned>(std::min<std::size_t>((aw_.size() + threads - 1) / threads, 65536));
-    build_a_prime<<<blocks, threads, 0, s>>>(wstage_.data(), aw_.data(), c.nchans, c.npol,
-                                             c.nbeams, c.nantennas, mpad_, kpad_);
+    build_a_prime<<<blocks, threads, 0, s>>>(wstage_.data(), aw_.data(), c.nchans, c.npol, c.nbeams,
+                                             c.nantennas, mpad_, kpad_);
     WB_CUDA_CHECK_LAUNCH();
     if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(s));
   }

@@ -1,5 +1,6 @@
 // BeamformPlan: validation, the conversion table, the choice of algorithm and executor.
 #include <cmath>
+#include <cstring>
 
 #include "beamform/executor.hpp"
 #include "warpbeam/beamform.hpp"
@@ -9,9 +10,12 @@ namespace warpbeam::beamform {
 
 std::string_view to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::automatic: return "auto";
-    case Algorithm::register_tiled: return "register-tiled";
-    case Algorithm::tensor_core: return "tensor-core";
+    case Algorithm::automatic:
+      return "auto";
+    case Algorithm::register_tiled:
+      return "register-tiled";
+    case Algorithm::tensor_core:
+      return "tensor-core";
   }
   return "?";
 }
@@ -35,8 +39,8 @@ void BeamformConfig::validate() const {
     fail(ErrorCategory::invalid_argument,
          "voltage output takes neither integration ({}) nor sum_pols", integration);
   if (nsamples % integration != 0)
-    fail(ErrorCategory::invalid_argument, "integration = {} must divide nsamples = {}",
-         integration, nsamples);
+    fail(ErrorCategory::invalid_argument, "integration = {} must divide nsamples = {}", integration,
+         nsamples);
   if (!levels.empty() && sample_type != SampleType::ci4 && sample_type != SampleType::ci8)
     fail(ErrorCategory::invalid_argument, "levels are for ci4/ci8 input, not {}",
          to_string(sample_type));
@@ -44,8 +48,8 @@ void BeamformConfig::validate() const {
     (void)conversion_table(sample_type, encoding, levels);  // checks the levels
   // The largest index of any array stays inside int64 and CUDA grid limits.
   const double in_bytes = static_cast<double>(nchans) * nsamples * row_bytes();
-  const double out_floats = static_cast<double>(nbeams) * nout_pols() * nsamples_out() *
-                            out_row_floats();
+  const double out_floats =
+      static_cast<double>(nbeams) * nout_pols() * nsamples_out() * out_row_floats();
   if (in_bytes > 1e12 || out_floats > 1e12)
     fail(ErrorCategory::invalid_argument,
          "one block of {} input bytes / {} output floats is too large: use smaller blocks",
@@ -98,6 +102,22 @@ CudaTuning resolve_tuning(const CudaTuning& t) {
 }  // namespace detail
 
 namespace {
+
+// Rounds to the nearest fp16 value (ties to even), as __float2half_rn, clamping to +-65504 as
+// the kernel's conversion does; returned as float.
+float round_to_half(float v) {
+  v = std::fmin(std::fmax(v, -65504.f), 65504.f);
+  if (std::fabs(v) >= 0x1.0p-14f) {  // normal fp16: keep 10 mantissa bits, round to even
+    std::uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u += 0xFFFu + ((u >> 13) & 1u);
+    u &= ~0x1FFFu;
+    std::memcpy(&v, &u, 4);
+    return std::fmin(std::fmax(v, -65504.f), 65504.f);
+  }
+  return half_to_float(float_to_half(v));  // subnormal fp16 range
+}
+
 Algorithm pick_algorithm(const BeamformConfig& c, Backend b) {
   if (b == Backend::cpu) {
     if (c.algorithm == Algorithm::tensor_core)
@@ -125,9 +145,9 @@ BeamformPlan::BeamformPlan(BeamformConfig config, Backend backend)
   algorithm_ = pick_algorithm(config_, backend_);
   if (config_.sample_type == SampleType::ci4 || config_.sample_type == SampleType::ci8)
     table_ = conversion_table(config_.sample_type, config_.encoding, config_.levels);
-  weights_.assign(static_cast<std::size_t>(config_.nchans) * config_.npol * config_.nbeams *
-                      config_.nantennas,
-                  std::complex<float>(0, 0));
+  weights_.assign(
+      static_cast<std::size_t>(config_.nchans) * config_.npol * config_.nbeams * config_.nantennas,
+      std::complex<float>(0, 0));
   const detail::PlanData data{config_, table_};
   if (backend_ == Backend::cuda) {
 #ifdef WARPBEAM_HAVE_CUDA
@@ -161,20 +181,8 @@ void BeamformPlan::set_weights(View<const std::complex<float>, 4> w, const Strea
   if (algorithm_ == Algorithm::tensor_core) {
     // What the fp16 kernel applies: each component rounded to half precision (and clamped to
     // its range) in cuda_mma.cu; mirror the rounding here so a CPU plan can use the same weights.
-    for (auto& x : weights_) {
-      auto r = [](float v) {
-        const float lim = 65504.f;
-        v = std::fmin(std::fmax(v, -lim), lim);
-        // Round to the nearest fp16 value (11 significant bits), ties to even, via frexp.
-        if (v == 0) return v;
-        int e;
-        std::frexp(v, &e);
-        const int exp = std::max(e - 11, -24);  // subnormal spacing 2^-24
-        const double q = std::ldexp(1.0, exp);
-        return static_cast<float>(std::nearbyint(v / q) * q);
-      };
-      x = {r(x.real()), r(x.imag())};
-    }
+    for (auto& x : weights_)
+      x = {round_to_half(x.real()), round_to_half(x.imag())};
   }
   const detail::PlanData data{config_, table_};
   exec_->set_weights(data, weights_.data(), stream);

@@ -1,4 +1,5 @@
-// Complex voltage sample types and the code -> value conversion table (include/warpbeam/voltages.hpp).
+// Complex voltage sample types and the code -> value conversion table
+// (include/warpbeam/voltages.hpp).
 #include "warpbeam/voltages.hpp"
 
 #include <cmath>
@@ -10,19 +11,26 @@ namespace warpbeam {
 
 std::string_view to_string(SampleType t) {
   switch (t) {
-    case SampleType::ci4: return "ci4";
-    case SampleType::ci8: return "ci8";
-    case SampleType::cf16: return "cf16";
-    case SampleType::cf32: return "cf32";
+    case SampleType::ci4:
+      return "ci4";
+    case SampleType::ci8:
+      return "ci8";
+    case SampleType::cf16:
+      return "cf16";
+    case SampleType::cf32:
+      return "cf32";
   }
   return "?";
 }
 
 std::string_view to_string(Encoding e) {
   switch (e) {
-    case Encoding::twos_complement: return "twos-complement";
-    case Encoding::offset_binary: return "offset-binary";
-    case Encoding::sign_magnitude: return "sign-magnitude";
+    case Encoding::twos_complement:
+      return "twos-complement";
+    case Encoding::offset_binary:
+      return "offset-binary";
+    case Encoding::sign_magnitude:
+      return "sign-magnitude";
   }
   return "?";
 }
@@ -42,10 +50,14 @@ Encoding parse_encoding(std::string_view s) {
 
 int bytes_per_complex(SampleType t) {
   switch (t) {
-    case SampleType::ci4: return 1;
-    case SampleType::ci8: return 2;
-    case SampleType::cf16: return 4;
-    case SampleType::cf32: return 8;
+    case SampleType::ci4:
+      return 1;
+    case SampleType::ci8:
+      return 2;
+    case SampleType::cf16:
+      return 4;
+    case SampleType::cf32:
+      return 8;
   }
   return 0;
 }

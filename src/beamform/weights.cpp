@@ -19,9 +19,12 @@ constexpr double kDeg = std::numbers::pi / 180.0;
 
 std::string_view to_string(Frame f) {
   switch (f) {
-    case Frame::direction_cosines: return "lm";
-    case Frame::azel: return "azel";
-    case Frame::radec: return "radec";
+    case Frame::direction_cosines:
+      return "lm";
+    case Frame::azel:
+      return "azel";
+    case Frame::radec:
+      return "radec";
   }
   return "?";
 }
@@ -99,8 +102,8 @@ std::array<double, 3> direction_enu(const Pointing& p, const Observatory& site, 
       double aob, zob, hob, dob, rob, eo;
       // ICRS -> observed with no refraction (phpa = 0), DUT1 = 0, no polar motion.
       const int st = eraAtco13(p.a, p.b, 0, 0, 0, 0, 2400000.5, mjd_utc, 0.0, site.longitude_rad,
-                               site.latitude_rad, site.height_m, 0, 0, 0, 0, 0, 0, &aob, &zob,
-                               &hob, &dob, &rob, &eo);
+                               site.latitude_rad, site.height_m, 0, 0, 0, 0, 0, 0, &aob, &zob, &hob,
+                               &dob, &rob, &eo);
       if (st < 0)
         fail(ErrorCategory::invalid_argument, "beam {}: MJD {} is not a usable UTC date", index,
              mjd_utc);
@@ -143,7 +146,8 @@ std::vector<std::complex<float>> compute_weights(const ArrayGeometry& array,
     for (int p = 0; p < npol; ++p)
       for (std::size_t b = 0; b < nb; ++b)
         for (std::size_t a = 0; a < na; ++a) {
-          std::complex<double> v = std::polar(1.0, -2 * std::numbers::pi * freqs_hz[c] * tau[b * na + a]);
+          std::complex<double> v =
+              std::polar(1.0, -2 * std::numbers::pi * freqs_hz[c] * tau[b * na + a]);
           if (!array.gains.empty())
             v *= std::complex<double>(array.gains[a * static_cast<std::size_t>(npol) + p]);
           if (!array.mask.empty() && !array.mask[a]) v = 0;
@@ -220,8 +224,9 @@ std::vector<Pointing> parse_beam_list(const std::string& text) {
       fail(ErrorCategory::invalid_argument, "{}: expected 'FRAME A B [NAME]'", where);
     ls >> name;
     const bool radec = frame == "radec";
-    Pointing p = make_pointing(frame, parse_angle_deg(a, radec && a.find(':') != std::string::npos, where),
-                               parse_angle_deg(b, false, where), where);
+    Pointing p =
+        make_pointing(frame, parse_angle_deg(a, radec && a.find(':') != std::string::npos, where),
+                      parse_angle_deg(b, false, where), where);
     p.name = name.empty() ? fmt::format("beam{}", out.size()) : name;
     out.push_back(p);
   }
@@ -242,8 +247,8 @@ std::vector<Pointing> parse_beam_grid(const std::string& spec) {
     v[i] = parse_angle_deg(f[static_cast<std::size_t>(i + 1)], false, "--grid");
   const int na = static_cast<int>(v[2]), nb = static_cast<int>(v[5]);
   if (na < 1 || nb < 1 || na != v[2] || nb != v[5] || na * static_cast<long>(nb) > 65536)
-    fail(ErrorCategory::invalid_argument, "--grid counts {} x {} must be whole numbers >= 1",
-         v[2], v[5]);
+    fail(ErrorCategory::invalid_argument, "--grid counts {} x {} must be whole numbers >= 1", v[2],
+         v[5]);
   std::vector<Pointing> out;
   for (int j = 0; j < nb; ++j)
     for (int i = 0; i < na; ++i) {
