@@ -29,8 +29,7 @@ inline beamform::ArrayGeometry load_array(const std::string& spec, const std::st
       std::array<double, 3> r{};
       if (!(ss >> r[0])) continue;
       if (!(ss >> r[1] >> r[2]))
-        fail(ErrorCategory::format, "{} line {}: expected 'EAST NORTH UP' in metres", spec,
-             lineno);
+        fail(ErrorCategory::format, "{} line {}: expected 'EAST NORTH UP' in metres", spec, lineno);
       g.enu_m.push_back(r);
     }
     if (g.enu_m.empty()) fail(ErrorCategory::format, "{} lists no antennas", spec);

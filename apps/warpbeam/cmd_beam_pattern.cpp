@@ -41,8 +41,8 @@ void run(const PatternOptions& o) {
   const beamform::ArrayGeometry array = load_array(o.array, o.site);
   const beamform::Pointing pt = beamform::parse_beam_list(o.pointing).front();
   if (o.frame == "radec" && pt.frame != beamform::Frame::radec)
-    fail(ErrorCategory::invalid_argument,
-         "--frame radec needs a 'radec RA DEC' pointing, got '{}'", o.pointing);
+    fail(ErrorCategory::invalid_argument, "--frame radec needs a 'radec RA DEC' pointing, got '{}'",
+         o.pointing);
   // Channels spread over the BEST-2 band.
   const auto all = beamform::best2_frequencies_hz(1024);
   std::vector<double> freqs;
@@ -90,8 +90,7 @@ void run(const PatternOptions& o) {
     }
   if (!(peak > 0)) fail(ErrorCategory::invalid_argument, "the whole map is below the horizon");
   for (std::size_t i = 0; i < img.size(); ++i)
-    if (pw[i] >= 0)
-      img[i] = static_cast<float>(10 * std::log10(std::max(pw[i] / peak, 1e-30)));
+    if (pw[i] >= 0) img[i] = static_cast<float>(10 * std::log10(std::max(pw[i] / peak, 1e-30)));
   const double deg = 180 / std::numbers::pi;
   const bool radec = o.frame == "radec";
   std::vector<io::FitsCard> cards = {
@@ -115,10 +114,14 @@ void run(const PatternOptions& o) {
   if (io::png_supported())
     io::write_png(png, img.data(), n, n, static_cast<float>(o.floor_db), 0.f,
                   io::Colormap::inferno);
-  nlohmann::json j = {{"provenance", provenance()}, {"pointing", o.pointing},
-                      {"frame", o.frame},           {"extent_deg", o.extent_deg},
-                      {"size", n},                  {"channels_hz", freqs},
-                      {"mjd", o.mjd},               {"floor_db", o.floor_db}};
+  nlohmann::json j = {{"provenance", provenance()},
+                      {"pointing", o.pointing},
+                      {"frame", o.frame},
+                      {"extent_deg", o.extent_deg},
+                      {"size", n},
+                      {"channels_hz", freqs},
+                      {"mjd", o.mjd},
+                      {"floor_db", o.floor_db}};
   io::write_text_file(o.out + ".json", j.dump(2) + "\n");
   fmt::print("beam pattern of {} antennas at '{}' over {:.1f} deg ({} frame): {}{}{}\n", na,
              o.pointing, o.extent_deg, o.frame, io::fits_supported() ? fits + " " : "",

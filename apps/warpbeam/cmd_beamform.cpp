@@ -114,22 +114,22 @@ void run(const BeamformOptions& o) {
         h.src_raj = sigproc_angle(pt.a * deg, true);
         h.src_dej = sigproc_angle(pt.b * deg, false);
       } else {
-        const auto az_el = beamform::enu_to_azel(
-            beamform::direction_enu(pt, array.site, info.mjd_start, b));
+        const auto az_el =
+            beamform::enu_to_azel(beamform::direction_enu(pt, array.site, info.mjd_start, b));
         h.az_start = az_el[0] * deg;
         h.za_start = 90 - az_el[1] * deg;
       }
       const std::string name =
           nop == 1 ? fmt::format("beam{:04d}.fil", b) : fmt::format("beam{:04d}_pol{}.fil", b, p);
       names.push_back(name);
-      writers.push_back(
-          std::make_unique<io::FilterbankWriter>((std::filesystem::path(o.out) / name).string(), h));
+      writers.push_back(std::make_unique<io::FilterbankWriter>(
+          (std::filesystem::path(o.out) / name).string(), h));
     }
 
   std::vector<std::uint8_t> block;
   const auto out_shape = c.output_shape();
-  std::vector<float> out(static_cast<std::size_t>(out_shape[0] * out_shape[1] * out_shape[2] *
-                                                  out_shape[3]));
+  std::vector<float> out(
+      static_cast<std::size_t>(out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3]));
   DeviceArray<std::uint8_t> d_in;
   DeviceArray<float> d_out;
   if (gpu) {
@@ -175,16 +175,14 @@ void run(const BeamformOptions& o) {
                       {"masked_antennas", o.mask},
                       {"files", names}};
   for (const auto& p : pointings)
-    j["beams"].push_back({{"name", p.name},
-                          {"frame", beamform::to_string(p.frame)},
-                          {"a", p.a},
-                          {"b", p.b}});
+    j["beams"].push_back(
+        {{"name", p.name}, {"frame", beamform::to_string(p.frame)}, {"a", p.a}, {"b", p.b}});
   io::write_text_file((std::filesystem::path(o.out) / "beamform.json").string(), j.dump(2) + "\n");
   for (auto& w : writers)
     w->commit();
   fmt::print("{} beams x {} pols, {} blocks of {} samples ({} backend, {}) -> {}\n", c.nbeams, nop,
-             blocks, c.nsamples, to_string(plan.backend()),
-             beamform::to_string(plan.algorithm()), o.out);
+             blocks, c.nsamples, to_string(plan.backend()), beamform::to_string(plan.algorithm()),
+             o.out);
 }
 
 }  // namespace
@@ -207,8 +205,7 @@ void add_beamform_command(CLI::App& app) {
   cmd->add_option("--array", o->array, "best2, or a file of antenna positions 'E N U' (m)")
       ->capture_default_str();
   cmd->add_option("--site", o->site, "Observatory 'LON_DEG,LAT_DEG,HEIGHT_M' (default Medicina)");
-  cmd->add_option("--mask", o->mask, "Antenna indices to leave out (sub-arraying)")
-      ->delimiter(',');
+  cmd->add_option("--mask", o->mask, "Antenna indices to leave out (sub-arraying)")->delimiter(',');
   cmd->add_option("--integrate", o->integrate, "Samples summed into one output sample")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();

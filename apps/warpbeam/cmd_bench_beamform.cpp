@@ -216,8 +216,8 @@ void run(const BenchOptions& o) {
   }
   auto make_plan = [&](const BeamformConfig& cc) {
     BeamformPlan p(cc, backend);
-    p.set_weights(View<const std::complex<float>, 4>(weights.data(),
-                                                     {cc.nchans, cc.npol, cc.nbeams, cc.nantennas}));
+    p.set_weights(View<const std::complex<float>, 4>(
+        weights.data(), {cc.nchans, cc.npol, cc.nbeams, cc.nantennas}));
     return p;
   };
 
@@ -262,8 +262,8 @@ void run(const BenchOptions& o) {
   rec["timing"] = timing_json(m, flops);
   rec["median_ms"] = m.median_ms;
   rec["tflops"] = tflops;
-  rec["samples_per_s"] = static_cast<double>(c.nsamples) * c.nchans * c.nantennas * c.npol /
-                         (m.median_ms * 1e-3);
+  rec["samples_per_s"] =
+      static_cast<double>(c.nsamples) * c.nchans * c.nantennas * c.npol / (m.median_ms * 1e-3);
   if (data_s > 0) {
     rec["data_duration_s"] = data_s;
     rec["realtime_factor"] = data_s / (m.median_ms * 1e-3);
@@ -307,8 +307,8 @@ void run(const BenchOptions& o) {
       summary += fmt::format(
           "; {:.0f}% of cuBLAS fp16 GEMM ({:.0f} TFLOP/s); x{:.1f} cuBLAS Cgemm fp32 ({:.1f} ms), "
           "x{:.1f} TF32 ({:.1f} ms)",
-          100 * flops / (m.median_ms * 1e-3) / hgemm, hgemm / 1e12, fp32_ms / m.median_ms,
-          fp32_ms, tf32_ms / m.median_ms, tf32_ms);
+          100 * flops / (m.median_ms * 1e-3) / hgemm, hgemm / 1e12, fp32_ms / m.median_ms, fp32_ms,
+          tf32_ms / m.median_ms, tf32_ms);
     }
   } else {
     const int threads = omp_get_max_threads();
@@ -347,7 +347,8 @@ void add_bench_beamform_command(CLI::App& app) {
   cmd->add_option("--algorithm", o->algorithm, "auto, register-tiled or tensor-core")
       ->check(CLI::IsMember({"auto", "register-tiled", "tensor-core"}))
       ->capture_default_str();
-  cmd->add_flag("--sweep", o->sweep, "Try every tuning of the register-tiled kernel; keep the best");
+  cmd->add_flag("--sweep", o->sweep,
+                "Try every tuning of the register-tiled kernel; keep the best");
   cmd->add_option("--repeats", o->repeats, "Timed repeats (default 10 on CUDA, 3 on the CPU)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");

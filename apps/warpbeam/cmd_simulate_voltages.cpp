@@ -76,21 +76,23 @@ void run(const SimOptions& o) {
   for (const auto& p : o.pulsars)
     c.pulsars.push_back(parse_pulsar(p));
   sim::simulate_voltages(c, o.out);
-  fmt::print("wrote {}: {} antennas x {} pols, {} channels, {} samples ({:.3f} s) in {} blocks, "
-             "{} sources, {} pulsars, seed {}\n",
-             o.out, c.array.nantennas(), c.npol, c.freqs_hz.size(), c.nsamples,
-             static_cast<double>(c.nsamples) * c.tsamp_s, c.nsamples / c.block_samples,
-             c.sources.size(), c.pulsars.size(), c.seed);
+  fmt::print(
+      "wrote {}: {} antennas x {} pols, {} channels, {} samples ({:.3f} s) in {} blocks, "
+      "{} sources, {} pulsars, seed {}\n",
+      o.out, c.array.nantennas(), c.npol, c.freqs_hz.size(), c.nsamples,
+      static_cast<double>(c.nsamples) * c.tsamp_s, c.nsamples / c.block_samples, c.sources.size(),
+      c.pulsars.size(), c.seed);
 }
 
 }  // namespace
 
 void add_simulate_voltages_command(CLI::App& app) {
-  auto* cmd = app.get_subcommand("simulate")->add_subcommand(
-      "voltages", "Simulate array voltages (BEST-2 by default) as GUPPI raw with NANTS");
+  auto* cmd =
+      app.get_subcommand("simulate")
+          ->add_subcommand("voltages",
+                           "Simulate array voltages (BEST-2 by default) as GUPPI raw with NANTS");
   auto o = std::make_shared<SimOptions>();
-  cmd->add_option("--out", o->out, "Output GUPPI raw file (a PATH.json side file too)")
-      ->required();
+  cmd->add_option("--out", o->out, "Output GUPPI raw file (a PATH.json side file too)")->required();
   cmd->add_option("--array", o->array, "best2, or a file of antenna positions 'E N U' (m)")
       ->capture_default_str();
   cmd->add_option("--site", o->site, "Observatory 'LON_DEG,LAT_DEG,HEIGHT_M' (default Medicina)");

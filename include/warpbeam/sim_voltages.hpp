@@ -29,7 +29,7 @@ struct SkySource {
 
 struct Pulsar {
   beamform::Pointing direction;
-  double peak_flux = 1;   ///< variance at the pulse peak, in units of noise_power
+  double peak_flux = 1;  ///< variance at the pulse peak, in units of noise_power
   double period_s = 0.1;
   double dm = 50;         ///< pc cm^-3
   double width_s = 2e-3;  ///< Gaussian sigma of the pulse
@@ -39,7 +39,7 @@ struct Pulsar {
 struct VoltageSimConfig {
   beamform::ArrayGeometry array = beamform::best2_geometry();
   std::vector<double> freqs_hz = beamform::best2_frequencies_hz();  ///< [chan], uniform step
-  int npol = 1;                ///< pols (both pols see the same sky, independent noise)
+  int npol = 1;                  ///< pols (both pols see the same sky, independent noise)
   double tsamp_s = 1024 / 20e6;  ///< sampling time of a channel (critically sampled: 1/width)
   std::int64_t nsamples = 8192;  ///< per channel
   std::int64_t block_samples = 8192;

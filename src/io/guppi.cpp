@@ -152,11 +152,10 @@ GuppiHeader parse_guppi_header(const std::string& text, const std::string& where
     fail(ErrorCategory::format, "{}: GUPPI NPOL = {} is not 1, 2 or 4", where, h.npol_keyword);
   if (h.is_float ? (h.nbits != 16 && h.nbits != 32) : (h.nbits != 4 && h.nbits != 8))
     fail(h.nbits == 16 || h.nbits == 2 ? ErrorCategory::unsupported : ErrorCategory::format,
-         "{}: GUPPI NBITS = {} is not supported (4 or 8; 16 or 32 with DATATYPE = 'FLOAT')",
-         where, h.nbits);
+         "{}: GUPPI NBITS = {} is not supported (4 or 8; 16 or 32 with DATATYPE = 'FLOAT')", where,
+         h.nbits);
   if (h.obsnchan < 1 || h.obsnchan > (1 << 24))
-    fail(ErrorCategory::format, "{}: GUPPI OBSNCHAN = {} is outside [1, 2^24]", where,
-         h.obsnchan);
+    fail(ErrorCategory::format, "{}: GUPPI OBSNCHAN = {} is outside [1, 2^24]", where, h.obsnchan);
   if (h.nants < 1 || h.obsnchan % h.nants != 0)
     fail(ErrorCategory::format, "{}: GUPPI NANTS = {} does not divide OBSNCHAN = {}", where,
          h.nants, h.obsnchan);
@@ -226,7 +225,8 @@ bool GuppiReader::read_raw_block(std::vector<std::uint8_t>& data, GuppiHeader& h
   data.resize(static_cast<std::size_t>(header.blocsize));
   const std::size_t n = std::fread(data.data(), 1, data.size(), fp_);
   if (n < data.size()) {
-    if (std::ferror(fp_)) fail(ErrorCategory::io, "{}: read error: {}", where, std::strerror(errno));
+    if (std::ferror(fp_))
+      fail(ErrorCategory::io, "{}: read error: {}", where, std::strerror(errno));
     warnf("{}: trailing partial block ({} of {} bytes) dropped", where, n, data.size());
     return false;
   }
@@ -237,14 +237,16 @@ bool GuppiReader::read_raw_block(std::vector<std::uint8_t>& data, GuppiHeader& h
 bool GuppiReader::read_block(std::vector<std::uint8_t>& out, double* mjd) {
   GuppiHeader h;
   if (!read_raw_block(raw_, h)) return false;
-  // [antenna][chan][time (block_samples incl. overlap)][pol] -> [chan][time (no overlap)][antenna][pol]
+  // [antenna][chan][time (block_samples incl. overlap)][pol] -> [chan][time (no
+  // overlap)][antenna][pol]
   const int na = h.nants, nc = h.nchans(), bpc = bytes_per_complex(h.sample_type());
   const std::int64_t nt_raw = h.block_samples(), nt = nt_raw - h.overlap;
   const std::size_t elem = static_cast<std::size_t>(h.npol) * bpc;  // bytes per (time) per antenna
   out.resize(static_cast<std::size_t>(nc * nt * na) * elem);
   for (int a = 0; a < na; ++a)
     for (int c = 0; c < nc; ++c) {
-      const std::uint8_t* src = raw_.data() + ((static_cast<std::int64_t>(a) * nc + c) * nt_raw) * elem;
+      const std::uint8_t* src =
+          raw_.data() + ((static_cast<std::int64_t>(a) * nc + c) * nt_raw) * elem;
       std::uint8_t* dst = out.data() + (static_cast<std::int64_t>(c) * nt * na + a) * elem;
       for (std::int64_t t = 0; t < nt; ++t)
         std::memcpy(dst + t * na * elem, src + t * elem, elem);

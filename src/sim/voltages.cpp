@@ -139,7 +139,8 @@ void simulate_block(const VoltageSimConfig& c, std::int64_t t0, std::int64_t nt,
     std::vector<double> delay(srcs.size(), 0.0);
     for (std::size_t s = 0; s < srcs.size(); ++s) {
       for (int a = 0; a < na; ++a)
-        ph[s * na + a] = std::polar(1.0, 2 * std::numbers::pi * f * srcs[s].tau[static_cast<std::size_t>(a)]);
+        ph[s * na + a] =
+            std::polar(1.0, 2 * std::numbers::pi * f * srcs[s].tau[static_cast<std::size_t>(a)]);
       if (srcs[s].pulsar)
         delay[s] = kDispersion * srcs[s].pulsar->dm * (1 / (f / 1e6 * f / 1e6) - 1 / (f_hi * f_hi));
     }

@@ -39,7 +39,7 @@ struct GuppiHeader {
   int nants = 1;  ///< NANTS (1 when absent)
   int overlap = 0;
   bool directio = false;
-  bool is_float = false;          ///< DATATYPE = 'FLOAT'
+  bool is_float = false;  ///< DATATYPE = 'FLOAT'
   double tbin_s = 0, obsfreq_mhz = 0, obsbw_mhz = 0, chan_bw_mhz = 0;
   double mjd_start = 0;           ///< from STT_IMJD, STT_SMJD, STT_OFFS (0 when absent)
   std::int64_t header_bytes = 0;  ///< bytes before the data (padding included)

@@ -19,10 +19,10 @@ struct VoltageStreamInfo {
   int nantennas = 0;
   int npol = 1;
   SampleType sample_type = SampleType::ci8;
-  double fch1_hz = 0;  ///< centre frequency of channel 0
-  double foff_hz = 0;  ///< channel step (negative for a reversed band)
-  double tsamp_s = 0;  ///< sampling time of one channel
-  double mjd_start = 0;           ///< UTC MJD of the first sample (0 when unknown)
+  double fch1_hz = 0;              ///< centre frequency of channel 0
+  double foff_hz = 0;              ///< channel step (negative for a reversed band)
+  double tsamp_s = 0;              ///< sampling time of one channel
+  double mjd_start = 0;            ///< UTC MJD of the first sample (0 when unknown)
   std::int64_t block_samples = 0;  ///< time samples per block (after any overlap is dropped)
   std::string source_name, telescope;
   /// Bytes of one block in [chan][time][antenna][pol].
