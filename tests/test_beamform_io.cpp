@@ -97,8 +97,8 @@ TEST(Guppi, ReadsThePuppiSample) {
       for (int t = 0; t < 960; ++t)
         for (int p = 0; p < 2; ++p)
           for (int ri = 0; ri < 2; ++ri) {
-            const std::size_t off =
-                static_cast<std::size_t>(k) * (6400 + 16384) + 6400 + ((c * 1024 + t) * 2 + p) * 2 + ri;
+            const std::size_t off = static_cast<std::size_t>(k) * (6400 + 16384) + 6400 +
+                                    ((c * 1024 + t) * 2 + p) * 2 + ri;
             mismatches += block[((static_cast<std::size_t>(c) * 960 + t) * 2 + p) * 2 + ri] !=
                           static_cast<std::uint8_t>(bytes[off]);
           }
@@ -191,8 +191,8 @@ TEST(Guppi, BadHeadersGiveClearErrors) {
                ErrorCategory::format, "NANTS");
   expect_error([] { parse_guppi_header(test_header("", "NBITS", "'eight'"), "t"); },
                ErrorCategory::format, "NBITS");
-  expect_error([] { parse_guppi_header(test_header("", "NPOL", "3"), "t"); },
-               ErrorCategory::format, "NPOL");
+  expect_error([] { parse_guppi_header(test_header("", "NPOL", "3"), "t"); }, ErrorCategory::format,
+               "NPOL");
   // Files: no END card; a later block that disagrees with the first.
   wbtest::TempDir dir;
   {
@@ -282,7 +282,8 @@ TEST(BeamformCli, SimulatedPulsarShowsInItsBeam) {
       best = b;
     }
   }
-  EXPECT_EQ(best, 4) << "the pulsar at az 200, el 70 is the centre of the 3 x 3 grid (beams ~2 deg apart)";
+  EXPECT_EQ(best, 4)
+      << "the pulsar at az 200, el 70 is the centre of the 3 x 3 grid (beams ~2 deg apart)";
   EXPECT_TRUE(std::filesystem::exists(dir.file("beams") + "/beamform.json"));
 }
 
@@ -332,8 +333,8 @@ TEST(BeamformCli, TruncatedVegasBlockWarnsAndStops) {
   WB_REQUIRE_DATA("baseband/sample_vegas.raw");
   wbtest::TempDir dir;
   const auto r = wbtest::run_cli("beamform '" + wbtest::data_file("baseband/sample_vegas.raw") +
-                                 "' --grid lm:0:0:1:0:0:1 --array best2 --out '" +
-                                 dir.file("o") + "' --backend cpu");
+                                 "' --grid lm:0:0:1:0:0:1 --array best2 --out '" + dir.file("o") +
+                                 "' --backend cpu");
   // One antenna in the file, 32 in BEST-2: the geometry check speaks first.
   EXPECT_EQ(r.exit_code, 2) << r.err;
   std::ofstream(dir.file("one.txt")) << "0 0 0\n";
@@ -343,7 +344,8 @@ TEST(BeamformCli, TruncatedVegasBlockWarnsAndStops) {
   EXPECT_EQ(r2.exit_code, 1) << r2.err;
   EXPECT_NE(r2.err.find("partial block"), std::string::npos) << r2.err;
   EXPECT_NE(r2.err.find("no whole block"), std::string::npos) << r2.err;
-  EXPECT_TRUE(std::filesystem::is_empty(dir.file("o2")) || !std::filesystem::exists(dir.file("o2")));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file("o2")) ||
+              !std::filesystem::exists(dir.file("o2")));
 }
 
 TEST(BeamformCli, PuppiSampleBeamformsEveryWholeBlock) {
@@ -375,8 +377,8 @@ TEST(BeamformCli, BeamPatternWritesPngAndFits) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("bp.json")));
   if (io::png_supported()) EXPECT_GT(std::filesystem::file_size(dir.file("bp.png")), 100u);
   if (io::fits_supported()) EXPECT_GT(std::filesystem::file_size(dir.file("bp.fits")), 2880u);
-  const auto bad = wbtest::run_cli("beam-pattern --out '" + dir.file("b2") +
-                                   "' --pointing 'azel 180 -20'");
+  const auto bad =
+      wbtest::run_cli("beam-pattern --out '" + dir.file("b2") + "' --pointing 'azel 180 -20'");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("b2.png")));
 }

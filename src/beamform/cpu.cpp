@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "beamform/executor.hpp"
@@ -112,10 +113,11 @@ class CpuExecutor final : public Executor {
       const float* __restrict__ pi = xi + a * stride;
 #pragma omp simd
       for (int t = 0; t < kVec; ++t) {
-        ar0[t] += w0r * pr[t] - w0i * pi[t];
-        ai0[t] += w0r * pi[t] + w0i * pr[t];
-        ar1[t] += w1r * pr[t] - w1i * pi[t];
-        ai1[t] += w1r * pi[t] + w1i * pr[t];
+        // Explicit FMAs: -std=c++20 turns off GCC's contraction of a * b + c.
+        ar0[t] = std::fma(-w0i, pi[t], std::fma(w0r, pr[t], ar0[t]));
+        ai0[t] = std::fma(w0i, pr[t], std::fma(w0r, pi[t], ai0[t]));
+        ar1[t] = std::fma(-w1i, pi[t], std::fma(w1r, pr[t], ar1[t]));
+        ai1[t] = std::fma(w1i, pr[t], std::fma(w1r, pi[t], ai1[t]));
       }
     }
     for (int t = 0; t < kVec; ++t) {
