@@ -8,6 +8,8 @@ WB_APT_PACKAGES=(cmake ninja-build g++ pkg-config git file python3 python3-pip
   libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libcfitsio-dev libfftw3-dev libhdf5-dev libmatio-dev libpng-dev libopenmpi-dev openmpi-bin
   clang-format)
+# The beamformer's tracking (RA, Dec) beams: ERFA for ICRS -> observed coordinates.
+WB_APT_PACKAGES+=(liberfa-dev)
 # PyPI packages: header-only CUDA libraries (cuFFTDx, CUTLASS/CuTe) and the Python checks.
 WB_PIP_PACKAGES=(nvidia-mathdx==25.6.0 nvidia-cutlass==4.2.0.0 numpy astropy)
 

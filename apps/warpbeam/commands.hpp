@@ -11,6 +11,10 @@ namespace warpbeam::cli {
 // themselves under app.get_subcommand("simulate") / ("bench"), which main() creates first.
 void add_info_command(CLI::App& app);
 void add_bench_ceilings_command(CLI::App& app);
+void add_simulate_voltages_command(CLI::App& app);
+void add_beamform_command(CLI::App& app);
+void add_beam_pattern_command(CLI::App& app);
+void add_bench_beamform_command(CLI::App& app);
 
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);

@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
   using namespace warpbeam::cli;
   add_info_command(app);
   add_bench_ceilings_command(app);
+  add_simulate_voltages_command(app);
+  add_beamform_command(app);
+  add_beam_pattern_command(app);
+  add_bench_beamform_command(app);
 
   try {
     app.parse(argc, argv);

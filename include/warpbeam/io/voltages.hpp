@@ -1,0 +1,51 @@
+#pragma once
+// Channelised voltage files, whatever their format, as the beamformer reads them: a stream of
+// blocks in the canonical layout [chan][time][antenna][pol]. GUPPI raw (io/guppi.hpp) is the
+// first implementation; LWA TBF frames plug in behind the same interface.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "warpbeam/voltages.hpp"
+
+namespace warpbeam::io {
+
+/// What a consumer of voltages needs to know about a recording.
+struct VoltageStreamInfo {
+  std::string format;  ///< "guppi", ...
+  int nchans = 0;      ///< channels per antenna
+  int nantennas = 0;
+  int npol = 1;
+  SampleType sample_type = SampleType::ci8;
+  double fch1_hz = 0;              ///< centre frequency of channel 0
+  double foff_hz = 0;              ///< channel step (negative for a reversed band)
+  double tsamp_s = 0;              ///< sampling time of one channel
+  double mjd_start = 0;            ///< UTC MJD of the first sample (0 when unknown)
+  std::int64_t block_samples = 0;  ///< time samples per block (after any overlap is dropped)
+  std::string source_name, telescope;
+  /// Bytes of one block in [chan][time][antenna][pol].
+  std::int64_t block_bytes() const {
+    return static_cast<std::int64_t>(nchans) * block_samples * nantennas * npol *
+           bytes_per_complex(sample_type);
+  }
+};
+
+/// Reads a voltage recording block by block.
+class VoltageReader {
+ public:
+  virtual ~VoltageReader() = default;
+  virtual const VoltageStreamInfo& info() const = 0;
+  /// Reads the next whole block into `out` ([chan][time][antenna][pol], resized to
+  /// info().block_bytes()) and sets *mjd to the UTC MJD of its first sample; returns false at
+  /// the end (a trailing partial block is dropped with a warning). Throws Error(format) for a
+  /// block whose header disagrees with the first one, Error(io) on a read failure.
+  virtual bool read_block(std::vector<std::uint8_t>& out, double* mjd = nullptr) = 0;
+};
+
+/// Opens `path`, recognising the format from its first bytes (GUPPI raw: 80-character header
+/// cards). Throws Error(io) when it cannot be read, Error(format) when no reader recognises it.
+std::unique_ptr<VoltageReader> open_voltage_file(const std::string& path);
+
+}  // namespace warpbeam::io

@@ -1,0 +1,40 @@
+#pragma once
+// Internal: the kernels behind a BeamformPlan. One implementation per backend and algorithm
+// (cpu.cpp, cuda.cu = register-tiled, cuda_mma.cu = tensor cores); plan.cpp picks one.
+#include <complex>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "warpbeam/beamform.hpp"
+
+namespace warpbeam::beamform::detail {
+
+struct PlanData {
+  const BeamformConfig& config;
+  const std::vector<float>& table;  // conversion_table(): 256 (re, im) pairs (empty for cf16/32)
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  /// weights: host [nchans][npol][nbeams][nantennas] complex (already validated).
+  virtual void set_weights(const PlanData& plan, const std::complex<float>* weights,
+                           const Stream* stream) = 0;
+  /// Shapes and memory spaces are already checked by the plan.
+  virtual void execute(const PlanData& plan, const std::uint8_t* in, float* out,
+                       const Stream* stream) = 0;
+  /// The tuning actually used (CUDA register-tiled only).
+  virtual CudaTuning tuning() const { return {}; }
+};
+
+std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
+/// Defined in cuda.cu / cuda_mma.cu; plan.cpp calls them only in a CUDA build.
+std::unique_ptr<Executor> make_cuda_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_cuda_mma_executor(const PlanData& plan);
+
+/// Defaults of the register-tiled CUDA kernel (sm_90), and the check that a tuning is one of
+/// the compiled instantiations.
+CudaTuning resolve_tuning(const CudaTuning& t);
+
+}  // namespace warpbeam::beamform::detail

@@ -1,0 +1,200 @@
+// BeamformPlan: validation, the conversion table, the choice of algorithm and executor.
+#include <cmath>
+#include <cstring>
+
+#include "beamform/executor.hpp"
+#include "warpbeam/beamform.hpp"
+#include "warpbeam/format.hpp"
+
+namespace warpbeam::beamform {
+
+std::string_view to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::automatic:
+      return "auto";
+    case Algorithm::register_tiled:
+      return "register-tiled";
+    case Algorithm::tensor_core:
+      return "tensor-core";
+  }
+  return "?";
+}
+
+Algorithm parse_algorithm(std::string_view s) {
+  for (auto a : {Algorithm::automatic, Algorithm::register_tiled, Algorithm::tensor_core})
+    if (s == to_string(a)) return a;
+  fail(ErrorCategory::invalid_argument,
+       "algorithm '{}' is not one of auto, register-tiled, tensor-core", s);
+}
+
+void BeamformConfig::validate() const {
+  require_range("nchans", nchans, 1, 1 << 20);
+  require_range("nantennas", nantennas, 1, 1 << 16);
+  require_range("npol", npol, 1, 2);
+  require_range("nbeams", nbeams, 1, 1 << 16);
+  require_range<std::int64_t>("nsamples", nsamples, 1, std::int64_t{1} << 31);
+  require_range("integration", integration, 1, 1 << 24);
+  require_range("threads", threads, 0, 4096);
+  if (output == OutputKind::voltage && (integration != 1 || sum_pols))
+    fail(ErrorCategory::invalid_argument,
+         "voltage output takes neither integration ({}) nor sum_pols", integration);
+  if (nsamples % integration != 0)
+    fail(ErrorCategory::invalid_argument, "integration = {} must divide nsamples = {}", integration,
+         nsamples);
+  if (!levels.empty() && sample_type != SampleType::ci4 && sample_type != SampleType::ci8)
+    fail(ErrorCategory::invalid_argument, "levels are for ci4/ci8 input, not {}",
+         to_string(sample_type));
+  if (sample_type == SampleType::ci4 || sample_type == SampleType::ci8)
+    (void)conversion_table(sample_type, encoding, levels);  // checks the levels
+  // The largest index of any array stays inside int64 and CUDA grid limits.
+  const double in_bytes = static_cast<double>(nchans) * nsamples * row_bytes();
+  const double out_floats =
+      static_cast<double>(nbeams) * nout_pols() * nsamples_out() * out_row_floats();
+  if (in_bytes > 1e12 || out_floats > 1e12)
+    fail(ErrorCategory::invalid_argument,
+         "one block of {} input bytes / {} output floats is too large: use smaller blocks",
+         in_bytes, out_floats);
+}
+
+std::int64_t BeamformConfig::row_bytes() const {
+  return static_cast<std::int64_t>(nantennas) * npol * bytes_per_complex(sample_type);
+}
+int BeamformConfig::nout_pols() const {
+  return (output == OutputKind::power && sum_pols) ? 1 : npol;
+}
+std::int64_t BeamformConfig::nsamples_out() const {
+  return nsamples / integration;
+}
+std::int64_t BeamformConfig::out_row_floats() const {
+  return output == OutputKind::voltage ? 2 * static_cast<std::int64_t>(nchans) : nchans;
+}
+std::array<std::int64_t, 3> BeamformConfig::input_shape() const {
+  return {nchans, nsamples, row_bytes()};
+}
+std::array<std::int64_t, 4> BeamformConfig::output_shape() const {
+  return {nbeams, nout_pols(), nsamples_out(), out_row_floats()};
+}
+double BeamformConfig::flops() const {
+  return 8.0 * nbeams * nantennas * static_cast<double>(nsamples) * nchans * npol;
+}
+
+namespace detail {
+CudaTuning resolve_tuning(const CudaTuning& t) {
+  CudaTuning r = t;
+  // Defaults for sm_90 (H200): 16 beams x 2 samples per thread, 256 threads (8 ch x 32 along time).
+  if (r.beams_per_thread == 0) r.beams_per_thread = 16;
+  if (r.samples_per_thread == 0) r.samples_per_thread = 2;
+  if (r.threads_per_block == 0) r.threads_per_block = 256;
+  if (r.beams_per_thread != 8 && r.beams_per_thread != 16 && r.beams_per_thread != 32)
+    fail(ErrorCategory::invalid_argument, "tuning.beams_per_thread = {} is not 8, 16 or 32",
+         r.beams_per_thread);
+  if (r.samples_per_thread != 2 && r.samples_per_thread != 4)
+    fail(ErrorCategory::invalid_argument, "tuning.samples_per_thread = {} is not 2 or 4",
+         r.samples_per_thread);
+  if (r.beams_per_thread == 32 && r.samples_per_thread == 4)
+    fail(ErrorCategory::invalid_argument,
+         "tuning 32 beams x 4 samples per thread needs 256 accumulator registers: not compiled");
+  if (r.threads_per_block != 128 && r.threads_per_block != 256)
+    fail(ErrorCategory::invalid_argument, "tuning.threads_per_block = {} is not 128 or 256",
+         r.threads_per_block);
+  return r;
+}
+}  // namespace detail
+
+namespace {
+
+// Rounds to the nearest fp16 value (ties to even), as __float2half_rn, clamping to +-65504 as
+// the kernel's conversion does; returned as float.
+float round_to_half(float v) {
+  v = std::fmin(std::fmax(v, -65504.f), 65504.f);
+  if (std::fabs(v) >= 0x1.0p-14f) {  // normal fp16: keep 10 mantissa bits, round to even
+    std::uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u += 0xFFFu + ((u >> 13) & 1u);
+    u &= ~0x1FFFu;
+    std::memcpy(&v, &u, 4);
+    return std::fmin(std::fmax(v, -65504.f), 65504.f);
+  }
+  return half_to_float(float_to_half(v));  // subnormal fp16 range
+}
+
+Algorithm pick_algorithm(const BeamformConfig& c, Backend b) {
+  if (b == Backend::cpu) {
+    if (c.algorithm == Algorithm::tensor_core)
+      fail(ErrorCategory::unsupported, "the tensor-core beamformer needs the CUDA backend");
+    return Algorithm::register_tiled;
+  }
+  // The tensor-core kernel forms power only, integrated over a power of two dividing its
+  // 64-sample tile.
+  const bool mma_ok = c.output == OutputKind::power && 64 % c.integration == 0;
+  if (c.algorithm == Algorithm::tensor_core && !mma_ok)
+    fail(ErrorCategory::unsupported,
+         "the tensor-core beamformer forms power only, with an integration dividing 64 (got {} "
+         "output, integration {})",
+         c.output == OutputKind::power ? "power" : "voltage", c.integration);
+  if (c.algorithm != Algorithm::automatic) return c.algorithm;
+  // Large N: enough beams and antennas for 64 x 64 MMA tiles to be mostly full.
+  return (mma_ok && c.nbeams >= 128 && c.nantennas >= 64) ? Algorithm::tensor_core
+                                                          : Algorithm::register_tiled;
+}
+}  // namespace
+
+BeamformPlan::BeamformPlan(BeamformConfig config, Backend backend)
+    : config_(std::move(config)), backend_(resolve_backend(backend)) {
+  config_.validate();
+  algorithm_ = pick_algorithm(config_, backend_);
+  if (config_.sample_type == SampleType::ci4 || config_.sample_type == SampleType::ci8)
+    table_ = conversion_table(config_.sample_type, config_.encoding, config_.levels);
+  weights_.assign(
+      static_cast<std::size_t>(config_.nchans) * config_.npol * config_.nbeams * config_.nantennas,
+      std::complex<float>(0, 0));
+  const detail::PlanData data{config_, table_};
+  if (backend_ == Backend::cuda) {
+#ifdef WARPBEAM_HAVE_CUDA
+    if (algorithm_ == Algorithm::tensor_core)
+      exec_ = detail::make_cuda_mma_executor(data);
+    else
+      exec_ = detail::make_cuda_executor(data);
+#endif
+  } else {
+    exec_ = detail::make_cpu_executor(data);
+  }
+  exec_->set_weights(data, weights_.data(), nullptr);
+}
+
+BeamformPlan::~BeamformPlan() = default;
+BeamformPlan::BeamformPlan(BeamformPlan&&) noexcept = default;
+BeamformPlan& BeamformPlan::operator=(BeamformPlan&&) noexcept = default;
+
+CudaTuning BeamformPlan::tuning() const {
+  return exec_->tuning();
+}
+
+void BeamformPlan::set_weights(View<const std::complex<float>, 4> w, const Stream* stream) {
+  require_view(w, {config_.nchans, config_.npol, config_.nbeams, config_.nantennas}, Space::host,
+               "beamformer weights");
+  for (std::int64_t i = 0; i < w.size(); ++i) {
+    if (!std::isfinite(w.data[i].real()) || !std::isfinite(w.data[i].imag()))
+      fail(ErrorCategory::invalid_argument, "weight {} is not finite", i);
+    weights_[static_cast<std::size_t>(i)] = w.data[i];
+  }
+  if (algorithm_ == Algorithm::tensor_core) {
+    // What the fp16 kernel applies: each component rounded to half precision (and clamped to
+    // its range) in cuda_mma.cu; mirror the rounding here so a CPU plan can use the same weights.
+    for (auto& x : weights_)
+      x = {round_to_half(x.real()), round_to_half(x.imag())};
+  }
+  const detail::PlanData data{config_, table_};
+  exec_->set_weights(data, weights_.data(), stream);
+}
+
+void BeamformPlan::execute(View<const std::uint8_t, 3> in, View<float, 4> out,
+                           const Stream* stream) const {
+  const Space space = backend_ == Backend::cuda ? Space::device : Space::host;
+  require_view(in, config_.input_shape(), space, "beamformer input");
+  require_view(out, config_.output_shape(), space, "beamformer output");
+  const detail::PlanData data{config_, table_};
+  exec_->execute(data, in.data, out.data, stream);
+}
+
+}  // namespace warpbeam::beamform

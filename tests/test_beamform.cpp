@@ -1,0 +1,359 @@
+// Beamformer, CPU path: against a naive loop written here, against the physics of a plane wave
+// (the array factor computed here, independently of the library), weights from geometry and
+// ERFA, conversion tables, parsing and bad inputs.
+#include <cmath>
+#include <complex>
+#include <numbers>
+
+#include "beamform_test_util.hpp"
+#include "test_util.hpp"
+#include "warpbeam/beamform.hpp"
+#include "warpbeam/voltages.hpp"
+
+using namespace warpbeam;
+using namespace warpbeam::beamform;
+using namespace bftest;
+
+namespace {
+constexpr double kPi = std::numbers::pi;
+constexpr double kDeg = kPi / 180;
+
+template <class F>
+void expect_error(F&& f, ErrorCategory cat, const std::string& needle) {
+  try {
+    f();
+    FAIL() << "no error (expected one mentioning '" << needle << "')";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), cat) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+}  // namespace
+
+TEST(BeamformConfig, ValidateNamesTheField) {
+  BeamformConfig c = small_config(SampleType::ci4, 1);
+  EXPECT_NO_THROW(c.validate());
+  auto bad = c;
+  bad.nantennas = 0;
+  expect_error([&] { bad.validate(); }, ErrorCategory::invalid_argument, "nantennas");
+  bad = c;
+  bad.npol = 3;
+  expect_error([&] { bad.validate(); }, ErrorCategory::invalid_argument, "npol");
+  bad = c;
+  bad.integration = 7;
+  expect_error([&] { bad.validate(); }, ErrorCategory::invalid_argument, "integration");
+  bad = c;
+  bad.output = OutputKind::voltage;
+  bad.integration = 2;
+  expect_error([&] { bad.validate(); }, ErrorCategory::invalid_argument, "voltage");
+  bad = c;
+  bad.levels = {1, 2, 3};
+  expect_error([&] { bad.validate(); }, ErrorCategory::invalid_argument, "levels");
+  // The tensor-core kernel exists on CUDA only.
+  bad = c;
+  bad.algorithm = Algorithm::tensor_core;
+  expect_error([&] { BeamformPlan(bad, Backend::cpu); }, ErrorCategory::unsupported, "CUDA");
+}
+
+TEST(BeamformConfig, ShapesAndFlops) {
+  BeamformConfig c;
+  c.nchans = 1024;
+  c.nantennas = 32;
+  c.npol = 1;
+  c.nbeams = 32;
+  c.nsamples = 8192;
+  // DESIGN.md's B1: 68.7 GFLOP per buffer at 8 real flops per complex multiply-accumulate.
+  EXPECT_NEAR(c.flops() / 1e9, 68.72, 0.01);
+  EXPECT_EQ(c.row_bytes(), 32);
+  c.npol = 2;
+  c.sum_pols = true;
+  c.integration = 4;
+  EXPECT_EQ(c.nout_pols(), 1);
+  EXPECT_EQ(c.nsamples_out(), 2048);
+  EXPECT_EQ((c.output_shape()), (std::array<std::int64_t, 4>{32, 1, 2048, 1024}));
+}
+
+TEST(BeamformVoltages, ConversionTables) {
+  // ci4 two's complement: 0x7F -> (7, -1), 0x80 -> (-8, 0), 0x9C -> (-7, -4).
+  const auto t = conversion_table(SampleType::ci4, Encoding::twos_complement);
+  EXPECT_EQ(t[2 * 0x7F], 7);
+  EXPECT_EQ(t[2 * 0x7F + 1], -1);
+  EXPECT_EQ(t[2 * 0x80], -8);
+  EXPECT_EQ(t[2 * 0x80 + 1], 0);
+  EXPECT_EQ(t[2 * 0x9C], -7);
+  EXPECT_EQ(t[2 * 0x9C + 1], -4);
+  const auto ob = conversion_table(SampleType::ci4, Encoding::offset_binary);
+  EXPECT_EQ(ob[2 * 0x08], -8);     // high nibble 0 -> -8
+  EXPECT_EQ(ob[2 * 0x08 + 1], 0);  // low nibble 8 -> 0
+  EXPECT_EQ(code_value(0x0, 4, Encoding::offset_binary), -8);
+  EXPECT_EQ(code_value(0xF, 4, Encoding::offset_binary), 7);
+  EXPECT_EQ(code_value(0x9, 4, Encoding::sign_magnitude), -1);
+  EXPECT_EQ(code_value(0x81, 8, Encoding::sign_magnitude), -1);
+  EXPECT_EQ(code_value(0x81, 8, Encoding::twos_complement), -127);
+  const auto c8 = conversion_table(SampleType::ci8, Encoding::twos_complement);
+  EXPECT_EQ(c8[2 * 0xFF], -1);
+  EXPECT_EQ(c8[2 * 0x7F], 127);
+  std::vector<float> levels(16);
+  for (int i = 0; i < 16; ++i)
+    levels[static_cast<std::size_t>(i)] = 0.5f * i - 3.75f;  // a non-uniform-capable table
+  const auto lv = conversion_table(SampleType::ci4, Encoding::twos_complement, levels);
+  EXPECT_EQ(lv[2 * 0x3A], levels[3]);
+  EXPECT_EQ(lv[2 * 0x3A + 1], levels[10]);
+  EXPECT_THROW(conversion_table(SampleType::cf32, Encoding::twos_complement), Error);
+}
+
+TEST(BeamformVoltages, HalfConversionRoundTrips) {
+  for (float v : {0.f, 1.f, -2.5f, 65504.f, 6.1035156e-05f, 5.9604645e-08f, 1e-9f, 3.14159f}) {
+    const float r = half_to_float(float_to_half(v));
+    EXPECT_NEAR(r, v, std::abs(v) * 1e-3 + 6e-8) << v;
+  }
+  EXPECT_EQ(float_to_half(1.f), 0x3C00);
+  EXPECT_EQ(float_to_half(-2.f), 0xC000);
+  EXPECT_EQ(float_to_half(65504.f), 0x7BFF);
+  EXPECT_EQ(float_to_half(1e6f), 0x7C00);
+  EXPECT_TRUE(std::isinf(half_to_float(0x7C00)));
+}
+
+// The CPU executor against the naive triple loop (beamform_test_util.hpp), every sample type,
+// odd antenna and beam counts, a mask, dual pol with and without the pol sum, integration and
+// voltage output.
+TEST(BeamformCpu, MatchesNaiveLoop) {
+  for (auto type : {SampleType::ci4, SampleType::ci8, SampleType::cf16, SampleType::cf32})
+    for (int npol : {1, 2})
+      for (int variant = 0; variant < 3; ++variant) {
+        BeamformConfig c = small_config(type, npol);
+        if (variant == 1) {
+          c.integration = 4;
+          c.sum_pols = npol == 2;
+        } else if (variant == 2) {
+          c.output = OutputKind::voltage;
+        }
+        const auto in = random_input(c, 11 + static_cast<int>(type) * 3 + npol);
+        auto w = random_weights(c, 5, /*mask_every=*/4);
+        BeamformPlan plan(c, Backend::cpu);
+        plan.set_weights(weights_view(c, w));
+        std::vector<float> out(static_cast<std::size_t>(output_floats(c)), NAN);
+        plan.execute(input_view(c, in), output_view(c, out));
+        const auto ref = naive_beamform(c, in, w);
+        const auto r = compare(out, ref, c);
+        EXPECT_LE(r.max_err, 1e-5 * r.max_ref)
+            << to_string(type) << " npol " << npol << " variant " << variant << ": " << r.first;
+        EXPECT_GT(r.max_ref, 0);
+      }
+}
+
+TEST(BeamformCpu, CustomLevelsAndOffsetBinary) {
+  for (int k = 0; k < 2; ++k) {
+    BeamformConfig c = small_config(SampleType::ci4, 1);
+    if (k == 0) {
+      c.encoding = Encoding::offset_binary;
+    } else {
+      c.levels.resize(16);
+      for (int i = 0; i < 16; ++i)
+        c.levels[static_cast<std::size_t>(i)] = std::pow(1.3f, static_cast<float>(i)) - 4;
+    }
+    const auto in = random_input(c, 3);
+    auto w = random_weights(c, 4, 0);
+    BeamformPlan plan(c, Backend::cpu);
+    plan.set_weights(weights_view(c, w));
+    std::vector<float> out(static_cast<std::size_t>(output_floats(c)));
+    plan.execute(input_view(c, in), output_view(c, out));
+    const auto r = compare(out, naive_beamform(c, in, w), c);
+    EXPECT_LE(r.max_err, 1e-5 * r.max_ref) << r.first;
+  }
+}
+
+TEST(BeamformCpu, RejectsWrongShapes) {
+  BeamformConfig c = small_config(SampleType::ci8, 2);
+  BeamformPlan plan(c, Backend::cpu);
+  std::vector<std::uint8_t> in(static_cast<std::size_t>(c.nchans * c.nsamples * c.row_bytes()));
+  std::vector<float> out(static_cast<std::size_t>(output_floats(c)));
+  View<const std::uint8_t, 3> bad_in(in.data(), {c.nchans, c.nsamples - 1, c.row_bytes()});
+  EXPECT_THROW(plan.execute(bad_in, output_view(c, out)), Error);
+  View<float, 4> dev_out(out.data(), c.output_shape(), Space::device);
+  EXPECT_THROW(plan.execute(input_view(c, in), dev_out), Error);
+  std::vector<std::complex<float>> w(10);
+  EXPECT_THROW(plan.set_weights(View<const std::complex<float>, 4>(w.data(), {1, 1, 1, 10})),
+               Error);
+}
+
+// Physics: a plane wave from a known direction; the beams of a grid around it. The power of each
+// beam must follow the array factor |sum_a exp(2 pi i f r_a.(s0 - s_b)/c)|^2 computed here, and
+// the brightest beam is the one pointing at the source.
+TEST(BeamformCpu, PlaneWaveFollowsArrayFactor) {
+  const ArrayGeometry array = best2_geometry();
+  const int na = array.nantennas();
+  const int nchans = 4;
+  const auto freqs = best2_frequencies_hz(1024);
+  std::vector<double> f = {freqs[0], freqs[341], freqs[682], freqs[1023]};
+  const double src_az = 200 * kDeg, src_el = 62 * kDeg;
+  auto unit = [](double az, double el) {
+    return std::array<double, 3>{std::sin(az) * std::cos(el), std::cos(az) * std::cos(el),
+                                 std::sin(el)};
+  };
+  const auto s0 = unit(src_az, src_el);
+  // 7 x 7 beams 1 degree apart around the source (the synthesised beam is a few degrees wide).
+  std::vector<Pointing> beams;
+  int src_beam = -1;
+  for (int j = -3; j <= 3; ++j)
+    for (int i = -3; i <= 3; ++i) {
+      if (i == 0 && j == 0) src_beam = static_cast<int>(beams.size());
+      beams.push_back({Frame::azel, src_az + i * 1.0 * kDeg / std::cos(src_el), src_el + j * kDeg});
+    }
+  BeamformConfig c;
+  c.nchans = nchans;
+  c.nantennas = na;
+  c.npol = 1;
+  c.nbeams = static_cast<int>(beams.size());
+  c.nsamples = 256;
+  c.sample_type = SampleType::cf32;
+  c.integration = 256;
+  // Signal: unit-amplitude random-phase samples s(t); antenna a sees s(t) exp(+2 pi i f tau_a).
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> ph(0, 2 * kPi);
+  std::vector<std::uint8_t> in(static_cast<std::size_t>(nchans * c.nsamples * c.row_bytes()));
+  for (int ch = 0; ch < nchans; ++ch)
+    for (std::int64_t t = 0; t < c.nsamples; ++t) {
+      const std::complex<double> s = std::polar(1.0, ph(rng));
+      for (int a = 0; a < na; ++a) {
+        const auto& r = array.enu_m[static_cast<std::size_t>(a)];
+        const double tau = (r[0] * s0[0] + r[1] * s0[1] + r[2] * s0[2]) / 299792458.0;
+        const std::complex<float> x(
+            s * std::polar(1.0, 2 * kPi * f[static_cast<std::size_t>(ch)] * tau));
+        std::memcpy(in.data() + ((ch * c.nsamples + t) * na + a) * 8, &x, 8);
+      }
+    }
+  const auto w = compute_weights(array, beams, f, 1);
+  BeamformPlan plan(c, Backend::cpu);
+  plan.set_weights(View<const std::complex<float>, 4>(w.data(), {nchans, 1, c.nbeams, na}));
+  std::vector<float> out(static_cast<std::size_t>(output_floats(c)));
+  plan.execute(input_view(c, in), output_view(c, out));
+  for (int ch = 0; ch < nchans; ++ch) {
+    int best = -1;
+    float best_p = -1;
+    for (int b = 0; b < c.nbeams; ++b) {
+      const float pw = out[static_cast<std::size_t>(b * nchans + ch)];  // [beam][1][1][chan]
+      const auto& bp = beams[static_cast<std::size_t>(b)];
+      const auto sb = unit(bp.a, bp.b);
+      std::complex<double> af = 0;
+      for (int a = 0; a < na; ++a) {
+        const auto& r = array.enu_m[static_cast<std::size_t>(a)];
+        const double d = r[0] * (s0[0] - sb[0]) + r[1] * (s0[1] - sb[1]) + r[2] * (s0[2] - sb[2]);
+        af += std::polar(1.0, 2 * kPi * f[static_cast<std::size_t>(ch)] * d / 299792458.0);
+      }
+      const double expected = std::norm(af) * static_cast<double>(c.nsamples);
+      EXPECT_NEAR(pw, expected, 1e-4 * na * na * c.nsamples) << "beam " << b << " chan " << ch;
+      if (pw > best_p) {
+        best_p = pw;
+        best = b;
+      }
+    }
+    EXPECT_EQ(best, src_beam) << "chan " << ch;
+    EXPECT_NEAR(best_p, static_cast<double>(na) * na * c.nsamples, 1e-3 * na * na * c.nsamples);
+  }
+}
+
+TEST(BeamformWeights, GeometryGainsMaskAndHorizon) {
+  ArrayGeometry g = best2_geometry();
+  ASSERT_EQ(g.nantennas(), 32);
+  EXPECT_NEAR(g.enu_m[31][1] - g.enu_m[0][1], 70.0, 1e-9);  // 8 cylinders 10 m apart
+  const auto f = best2_frequencies_hz();
+  ASSERT_EQ(f.size(), 1024u);
+  EXPECT_NEAR(f[1] - f[0], 19531.25, 1e-6);
+  EXPECT_NEAR((f[511] + f[512]) / 2, 408e6, 1e-3);
+  // Zenith weights are the gains; masked antennas get zero.
+  g.gains.assign(64, std::complex<float>(1, 0));
+  g.gains[2 * 5 + 1] = std::complex<float>(0, 2);
+  g.mask.assign(32, 1);
+  g.mask[7] = 0;
+  const auto w = compute_weights(g, {{Frame::azel, 0, kPi / 2}}, {408e6}, 2);
+  EXPECT_NEAR(std::abs(w[0 * 32 + 0] - std::complex<float>(1, 0)), 0, 1e-6);
+  EXPECT_NEAR(std::abs(w[1 * 32 + 5] - std::complex<float>(0, 2)), 0, 1e-6);  // pol 1, ant 5
+  EXPECT_EQ(w[7], std::complex<float>(0, 0));
+  EXPECT_EQ(w[32 + 7], std::complex<float>(0, 0));
+  // Below the horizon: a clear error naming the beam.
+  expect_error(
+      [&] {
+        compute_weights(g, {{Frame::azel, 0, 0.5}, {Frame::azel, 0, -0.1}}, f, 2);
+      },
+      ErrorCategory::invalid_argument, "beam 1");
+  expect_error(
+      [&] {
+        compute_weights(g, {{Frame::direction_cosines, 0.8, 0.7}}, f, 2);
+      },
+      ErrorCategory::invalid_argument, "horizon");
+  g.mask.resize(3);
+  expect_error(
+      [&] {
+        compute_weights(g, {{Frame::azel, 0, 1}}, f, 2);
+      },
+      ErrorCategory::invalid_argument, "mask");
+}
+
+TEST(BeamformWeights, PhaseSignSteersTowardsTheSource) {
+  // Two antennas 1 m apart east-west; a source due east at elevation 0 + (az 90, el 30 deg).
+  ArrayGeometry g;
+  g.enu_m = {{0, 0, 0}, {1, 0, 0}};
+  const double f = 150e6, el = 30 * kDeg;
+  const auto w = compute_weights(g, {{Frame::azel, 90 * kDeg, el}}, {f}, 1);
+  const double tau = std::cos(el) / 299792458.0;  // antenna 1 sees the wave earlier by tau
+  EXPECT_NEAR(std::arg(w[1]), std::remainder(-2 * kPi * f * tau, 2 * kPi), 1e-5);
+  const auto s = direction_enu({Frame::azel, 90 * kDeg, el}, g.site, 0);
+  EXPECT_NEAR(std::abs(array_response(g, w.data(), f, s)), 2.0, 1e-6);
+}
+
+TEST(BeamformWeights, TrackingBeamAtTheZenith) {
+  try {
+    direction_enu({Frame::radec, 0, 0}, {}, 51544.5);
+  } catch (const Error& e) {
+    if (e.category() == ErrorCategory::unsupported) GTEST_SKIP() << e.what();
+  }
+  // At J2000.0 (MJD 51544.5) ICRS coordinates are the mean coordinates of date up to nutation
+  // and aberration (< 1 arcmin): a source at RA = local mean sidereal time, Dec = latitude is
+  // at the zenith. GMST from the IAU 1982 linear approximation (Meeus eq. 12.4), computed here.
+  const ArrayGeometry g = best2_geometry();
+  for (double mjd : {51544.5, 51544.75}) {
+    const double gmst_deg = 280.46061837 + 360.98564736629 * (mjd - 51544.5);
+    const double lst = std::fmod(gmst_deg * kDeg + g.site.longitude_rad, 2 * kPi);
+    const auto s = direction_enu({Frame::radec, lst, g.site.latitude_rad}, g.site, mjd);
+    EXPECT_GT(std::asin(s[2]) / kDeg, 89.9) << "MJD " << mjd;
+  }
+  // A tracking beam's weights change with time; a fixed az/el beam's do not.
+  const std::vector<Pointing> track = {{Frame::radec, 1.0, 0.6}};
+  const double mjd = 51544.5 + 1.0 / 24 * 3;
+  const auto s1 = direction_enu(track[0], g.site, mjd);
+  ASSERT_GT(s1[2], 0) << "pick a time when the source is up";
+  const auto w1 = compute_weights(g, track, {408e6}, 1, mjd);
+  const auto w2 = compute_weights(g, track, {408e6}, 1, mjd + 60.0 / 86400);
+  EXPECT_GT(std::abs(w1[31] - w2[31]), 1e-4);
+  EXPECT_TRUE(is_tracking(track));
+  // The source sets (Dec 34 deg is not circumpolar at latitude 44.5): 0.72 days later it is near
+  // lower culmination, about 11 degrees below the horizon.
+  expect_error([&] { compute_weights(g, track, {408e6}, 1, mjd + 0.72); },
+               ErrorCategory::invalid_argument, "horizon");
+}
+
+TEST(BeamformWeights, BeamListsAndGrids) {
+  const auto b = parse_beam_list(
+      "# comment\nazel 180 60 south\nradec 12:30:00 -10:30:00 vir\nlm 0.1 -0.2\n\n");
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].frame, Frame::azel);
+  EXPECT_NEAR(b[0].a, kPi, 1e-12);
+  EXPECT_EQ(b[0].name, "south");
+  EXPECT_EQ(b[1].frame, Frame::radec);
+  EXPECT_NEAR(b[1].a / kDeg, 187.5, 1e-9);
+  EXPECT_NEAR(b[1].b / kDeg, -10.5, 1e-9);
+  EXPECT_EQ(b[2].frame, Frame::direction_cosines);
+  EXPECT_NEAR(b[2].b, -0.2, 1e-12);
+  expect_error([] { parse_beam_list("azel 10\n"); }, ErrorCategory::invalid_argument, "line 1");
+  expect_error([] { parse_beam_list("galactic 10 20\n"); }, ErrorCategory::invalid_argument,
+               "galactic");
+  expect_error([] { parse_beam_list("azel ten 20\n"); }, ErrorCategory::invalid_argument, "ten");
+  const auto g = parse_beam_grid("azel:170:190:5:70:80:3");
+  ASSERT_EQ(g.size(), 15u);
+  EXPECT_NEAR(g[1].a / kDeg, 175, 1e-9);
+  EXPECT_NEAR(g[14].b / kDeg, 80, 1e-9);
+  expect_error([] { parse_beam_grid("azel:1:2:0:3:4:1"); }, ErrorCategory::invalid_argument,
+               "counts");
+  expect_error([] { parse_beam_grid("azel:1:2"); }, ErrorCategory::invalid_argument, "--grid");
+}
