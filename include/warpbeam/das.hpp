@@ -172,6 +172,13 @@ struct DasConfig {
   void validate() const;
 };
 
+/// DESIGN.md's reference configurations (geometry and sizes; the data are the caller's):
+/// U1 (PyMUST rotating disk: 251 x 251 pixels, 128-element linear array, 334 IQ samples, 32
+/// frames, one plane wave; receive f-number 1, boxcar, as mach's benchmark) and U2 (32 x 32
+/// matrix probe, 512 IQ samples, one plane wave, 64^3 voxels, batch 128; full aperture, as
+/// ffdas). Throws invalid_argument for another name.
+DasConfig reference_config(std::string_view name);
+
 /// tau_tx(q, n) (s), [ntx][nvoxels], from the transmit models (or the given table).
 std::vector<double> transmit_delays(const DasConfig& config);
 

@@ -143,6 +143,42 @@ Grid parse_grid(std::string_view spec) {
   return g;
 }
 
+DasConfig reference_config(std::string_view name) {
+  DasConfig c;
+  c.sample_type = SampleType::iq;
+  c.transmits = {Transmit::plane(0)};
+  if (name == "U1") {
+    // PWI_disk.mat's acquisition (../shared/data/README.md) on bmode_PWI_disk.mat's grid.
+    c.batch = 32;
+    c.nsamples = 334;
+    c.fs = 6.6666666666666667e6;
+    c.fc = 5e6;
+    c.c = 1480;
+    c.t0 = 9.95e-6;
+    c.probe = linear_array(128, 0.298e-3, 0.262e-3);
+    c.voxels = parse_grid("-12.5e-3:12.5e-3:1e-4,10e-3:35e-3:1e-4").voxels();
+    c.fnumber = 1.0;
+  } else if (name == "U2") {
+    // 32 x 32 matrix at 3 MHz, pitch 0.3 mm; IQ at 6 MHz (512 samples: 0..66 mm round trip);
+    // 64^3 voxels over x, y in [-9.6, 9.6] mm and z in [10, 50] mm.
+    c.batch = 128;
+    c.nsamples = 512;
+    c.fs = 6e6;
+    c.fc = 3e6;
+    c.c = 1540;
+    c.t0 = 0;
+    c.probe = matrix_array(32, 32, 0.3e-3, 0.3e-3);
+    Grid g;
+    g.x = {-9.6e-3, 9.6e-3, 19.2e-3 / 63};
+    g.y = g.x;
+    g.z = {10e-3, 50e-3, 40e-3 / 63};
+    c.voxels = g.voxels();
+  } else {
+    fail(ErrorCategory::invalid_argument, "reference configuration '{}' is not U1 or U2", name);
+  }
+  return c;
+}
+
 std::vector<double> transmit_delays(const DasConfig& c) {
   const std::int64_t nv = c.nvoxels(), ntx = c.ntx();
   if (!c.tx_delays.empty()) return c.tx_delays;

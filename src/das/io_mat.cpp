@@ -1,6 +1,7 @@
 // Verasonics/PyMUST-style MATLAB .mat channel data (matio): RF or IQ + the `param` struct.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,10 @@ UltrasoundData read_mat(const std::string& path) {
 }
 void write_mat(const std::string& path, const UltrasoundData&, const nlohmann::json&) {
   fail(ErrorCategory::unsupported, "{}: this build has no matio (MATLAB .mat output)", path);
+}
+std::vector<double> read_mat_array(const std::string& path, const std::string&,
+                                   std::vector<std::size_t>*) {
+  fail(ErrorCategory::unsupported, "{}: this build has no matio (MATLAB .mat input)", path);
 }
 #else
 
@@ -94,6 +99,17 @@ double field(matvar_t* param, const char* name, const std::string& path, double 
 }
 
 }  // namespace
+
+std::vector<double> read_mat_array(const std::string& path, const std::string& name,
+                                   std::vector<std::size_t>* dims) {
+  if (!std::filesystem::exists(path)) fail(ErrorCategory::io, "{}: no such file", path);
+  MatPtr mat(Mat_Open(path.c_str(), MAT_ACC_RDONLY));
+  if (!mat) fail(ErrorCategory::format, "{}: not a MATLAB .mat file (matio cannot open it)", path);
+  VarPtr v(Mat_VarRead(mat.get(), name.c_str()));
+  if (!v) fail(ErrorCategory::format, "{}: no variable '{}'", path, name);
+  if (dims) dims->assign(v->dims, v->dims + v->rank);
+  return values(v.get(), path + ": " + name);
+}
 
 UltrasoundData read_mat(const std::string& path) {
   if (!std::filesystem::exists(path)) fail(ErrorCategory::io, "{}: no such file", path);
@@ -227,9 +243,16 @@ std::vector<double> element_delays(const das::Transmit& t, const das::Probe& pro
              c;
     }
   }
-  const double lo = *std::min_element(d.begin(), d.end());
+  // Delays relative to the UFF time origin (the wave passing (0, 0, 0)), not shifted to start at
+  // 0 as PyMUST's txdelay does, so that min_e (d_e + |p - e| / c) equals the model's tau_tx.
+  if (t.kind == das::Transmit::Kind::diverging_wave) {
+    const auto& s = t.source;
+    const double r = std::sqrt(s[0] * s[0] + s[1] * s[1] + s[2] * s[2]);
+    for (auto& x : d)
+      x -= r / c;
+  }
   for (auto& x : d)
-    x -= lo;  // the first element fires at 0 (PyMUST's txdelay convention)
+    x += t.delay;
   return d;
 }
 

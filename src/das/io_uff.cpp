@@ -81,6 +81,7 @@ struct H5Id {
   }
   H5Id(const H5Id&) = delete;
   H5Id& operator=(const H5Id&) = delete;
+  H5Id(H5Id&& o) noexcept : id(o.id), close(o.close) { o.id = -1; }
   operator hid_t() const { return id; }
 };
 
@@ -381,10 +382,9 @@ UltrasoundData read_uff(const std::string& path) {
   // Data.
   std::vector<hsize_t> dd;
   std::vector<float> re, im;
-  H5O_info2_t info{};
   if (!exists(cd, "data")) fail(ErrorCategory::format, "{}: no channel_data/data", path);
-  check(H5Oget_info_by_name3(cd, "data", &info, H5O_INFO_BASIC, H5P_DEFAULT), "data info");
-  if (info.type == H5O_TYPE_GROUP) {
+  const bool is_group = H5Id(H5Dopen2(cd, "data", H5P_DEFAULT), H5Dclose).id < 0;
+  if (is_group) {
     H5Id g(H5Gopen2(cd, "data", H5P_DEFAULT), H5Gclose);
     re = read_floats(g, "real", path, &dd);
     std::vector<hsize_t> di;

@@ -51,6 +51,11 @@ UltrasoundData read_uff(const std::string& path);
 void write_uff(const std::string& path, const UltrasoundData& data,
                const nlohmann::json& provenance);
 
+/// Reads any real numeric variable `name` of a .mat as doubles in MATLAB (column-major) order,
+/// with its dimensions (e.g. the uint8 B-mode `I` of PyMUST's bmode_PWI_disk.mat).
+std::vector<double> read_mat_array(const std::string& path, const std::string& name,
+                                   std::vector<std::size_t>* dims);
+
 /// read_mat for *.mat, read_uff for *.uff / *.h5 / *.hdf5; format error otherwise.
 UltrasoundData read_ultrasound(const std::string& path);
 
