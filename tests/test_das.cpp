@@ -84,8 +84,8 @@ double rel_error(const std::vector<cf>& a, const std::vector<std::complex<double
   return ref > 0 ? err / ref : INFINITY;
 }
 
-std::vector<Vec3> random_voxels(std::size_t n, std::uint32_t seed, double half_width,
-                                double zmin, double zmax, bool volume) {
+std::vector<Vec3> random_voxels(std::size_t n, std::uint32_t seed, double half_width, double zmin,
+                                double zmax, bool volume) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> ux(-half_width, half_width), uz(zmin, zmax);
   std::vector<Vec3> v(n);
@@ -193,8 +193,7 @@ TEST(Das, TransmitDelaysFollowTheWaveModels) {
   Transmit zero;
   zero.kind = Transmit::Kind::element_delays;
   zero.element_delays.assign(64, 0.0);
-  c.transmits = {Transmit::plane(0), Transmit::plane(a), Transmit::diverging({0, 0, -10e-3}),
-                 zero};
+  c.transmits = {Transmit::plane(0), Transmit::plane(a), Transmit::diverging({0, 0, -10e-3}), zero};
   const auto d = transmit_delays(c);
   for (int n = 0; n < 3; ++n) {
     const auto& p = c.voxels[n];
@@ -242,9 +241,9 @@ TEST(Das, BadConfigsAreRejected) {
   // A view of the wrong shape.
   DasPlan plan(c, Backend::cpu);
   std::vector<cf> in(10), out(10);
-  EXPECT_THROW(plan.execute(View<const cf, 4>(in.data(), {1, 2, 1, 5}),
-                            View<cf, 2>(out.data(), {1, 10})),
-               Error);
+  EXPECT_THROW(
+      plan.execute(View<const cf, 4>(in.data(), {1, 2, 1, 5}), View<cf, 2>(out.data(), {1, 10})),
+      Error);
 }
 
 TEST(Das, GridParsingAndOrder) {
@@ -268,8 +267,7 @@ TEST(Das, RfToIqRecoversToneEnvelopeAndButterworthResponse) {
     for (std::int64_t k = 0; k < n; ++k)
       rf[k] = static_cast<float>(0.7 * std::cos(2 * kPi * (fc + df) * (3e-6 + k / fs) + 0.3));
     const auto iq = rf_to_iq(rf.data(), 1, n, fs, fc, 3e-6, bw);
-    const double h2 =
-        1.0 / (1.0 + std::pow(std::tan(kPi * df / fs) / std::tan(kPi * wn / 2), 10));
+    const double h2 = 1.0 / (1.0 + std::pow(std::tan(kPi * df / fs) / std::tan(kPi * wn / 2), 10));
     for (std::int64_t k = 1000; k < 3000; k += 97)
       EXPECT_NEAR(std::abs(iq[k]), 0.7 * h2, 2e-3) << "df " << df << " k " << k;
     if (df == 0) {  // phase of a tone at fc: the cosine's phase 0.3 rad
@@ -353,10 +351,11 @@ TEST(Das, PointSpreadFunctionMatchesTheory) {
   const double axial = minus6db_width(col, iz) * g.z.step;
   const double lateral_theory = 1.2067 * lambda * 2.0;
   const double axial_theory = 2 * std::log(2.0) * s.c / (kPi * s.bandwidth * s.fc);
-  std::printf("PSF: peak at (%.4f, %.4f) mm, -6 dB lateral %.4f mm (theory %.4f), axial %.4f mm "
-              "(theory %.4f)\n",
-              g.x.at(ix) * 1e3, g.z.at(iz) * 1e3, lateral * 1e3, lateral_theory * 1e3,
-              axial * 1e3, axial_theory * 1e3);
+  std::printf(
+      "PSF: peak at (%.4f, %.4f) mm, -6 dB lateral %.4f mm (theory %.4f), axial %.4f mm "
+      "(theory %.4f)\n",
+      g.x.at(ix) * 1e3, g.z.at(iz) * 1e3, lateral * 1e3, lateral_theory * 1e3, axial * 1e3,
+      axial_theory * 1e3);
   EXPECT_NEAR(lateral / lateral_theory, 1.0, 0.10) << lateral << " vs " << lateral_theory;
   EXPECT_NEAR(axial / axial_theory, 1.0, 0.10) << axial << " vs " << axial_theory;
 }
@@ -375,8 +374,7 @@ TEST(Das, RealPwiDiskBmodeCorrelatesWithPyMust) {
   ASSERT_EQ(d.batch, 32);
   EXPECT_NEAR(d.fs, 6.6667e6, 1e2);
   EXPECT_NEAR(d.bandwidth, 0.15, 1e-12);
-  const auto iq = rf_to_iq(d.rf.data(), d.batch * d.nrx, d.nsamples, d.fs, d.fc, d.t0,
-                           d.bandwidth);
+  const auto iq = rf_to_iq(d.rf.data(), d.batch * d.nrx, d.nsamples, d.fs, d.fc, d.t0, d.bandwidth);
   DasConfig c;
   c.sample_type = SampleType::iq;
   c.batch = d.batch;
@@ -393,8 +391,8 @@ TEST(Das, RealPwiDiskBmodeCorrelatesWithPyMust) {
   const auto out = run_cpu(c, {}, iq);
   const auto lv = bmode_levels(envelope(out.data(), static_cast<std::int64_t>(out.size())), 30);
   std::vector<std::size_t> dims;
-  const auto ref = io::read_mat_array(wbtest::data_file("ultrasound/bmode_PWI_disk.mat"), "I",
-                                      &dims);
+  const auto ref =
+      io::read_mat_array(wbtest::data_file("ultrasound/bmode_PWI_disk.mat"), "I", &dims);
   ASSERT_EQ(dims, (std::vector<std::size_t>{251, 251, 32}));
   const std::int64_t nz = 251, nx = 251;
   double rmin = 1, rmax = -1;
@@ -523,7 +521,8 @@ void write_test_mat(const std::string& path, bool with_rf, bool with_param, std:
     std::vector<double> txd(txdelay_len, 0.0);
     std::size_t tdims[2] = {1, txdelay_len};
     Mat_VarSetStructFieldByName(
-        p, "TXdelay", 0, Mat_VarCreate(nullptr, MAT_C_DOUBLE, MAT_T_DOUBLE, 2, tdims, txd.data(), 0));
+        p, "TXdelay", 0,
+        Mat_VarCreate(nullptr, MAT_C_DOUBLE, MAT_T_DOUBLE, 2, tdims, txd.data(), 0));
     Mat_VarWrite(mat, p, MAT_COMPRESSION_NONE);
     Mat_VarFree(p);
   }
@@ -555,9 +554,9 @@ TEST(Das, BadMatFilesGiveClearErrors) {
   expect_format_error(t.file("nel.mat"), "Nelements");
   // The CLI: exit 1, one clear line, and no output file.
   for (const char* f : {"norf.mat", "noparam.mat", "txd.mat"}) {
-    const auto r = wbtest::run_cli("das '" + t.file(f) +
-                                   "' --grid -2e-3:2e-3:1e-4,1e-3:5e-3:1e-4 --out '" +
-                                   t.file("out.png") + "'");
+    const auto r =
+        wbtest::run_cli("das '" + t.file(f) + "' --grid -2e-3:2e-3:1e-4,1e-3:5e-3:1e-4 --out '" +
+                        t.file("out.png") + "'");
     EXPECT_EQ(r.exit_code, 1) << f << ": " << r.err;
     EXPECT_NE(r.err.find("warpbeam: error:"), std::string::npos);
     EXPECT_FALSE(std::filesystem::exists(t.file("out.png")));
@@ -568,10 +567,11 @@ TEST(Das, BadMatFilesGiveClearErrors) {
 TEST(Das, CliSimulateBeamformAndBadOptions) {
   if (!io::mat_supported()) GTEST_SKIP() << "no matio in this build";
   wbtest::TempDir t;
-  auto r = wbtest::run_cli("simulate ultrasound --probe linear --elements 64 --pitch 0.2e-3 "
-                           "--points 0,0,10e-3 --speckle 200 --samples 800 --frames 2 --fs 20e6 "
-                           "--angles -5,0,5 --out '" +
-                           t.file("sim.mat") + "'");
+  auto r = wbtest::run_cli(
+      "simulate ultrasound --probe linear --elements 64 --pitch 0.2e-3 "
+      "--points 0,0,10e-3 --speckle 200 --samples 800 --frames 2 --fs 20e6 "
+      "--angles -5,0,5 --out '" +
+      t.file("sim.mat") + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = wbtest::run_cli("das '" + t.file("sim.mat") +
                       "' --grid -3e-3:3e-3:5e-5,7e-3:13e-3:5e-5 --fnumber 1.5 --window hann "
@@ -581,14 +581,33 @@ TEST(Das, CliSimulateBeamformAndBadOptions) {
   EXPECT_TRUE(std::filesystem::exists(t.file("b.png")));
   EXPECT_TRUE(std::filesystem::exists(t.file("env.npy")));
   // Bad option values: exit 2, no output.
-  for (const std::string bad :
-       {"--fnumber 0", "--fnumber -1", "--grid 1e-3:0:1e-4,7e-3:13e-3:5e-5",
-        "--grid 0:1e-3:0,7e-3:13e-3:5e-5", "--dynamic-range 0"}) {
+  for (const std::string bad : {"--fnumber 0", "--fnumber -1", "--grid 1e-3:0:1e-4,7e-3:13e-3:5e-5",
+                                "--grid 0:1e-3:0,7e-3:13e-3:5e-5", "--dynamic-range 0"}) {
     std::string args = "das '" + t.file("sim.mat") + "' --out '" + t.file("bad.png") + "' ";
     if (bad.rfind("--grid", 0) != 0) args += "--grid -3e-3:3e-3:1e-4,7e-3:13e-3:1e-4 ";
     r = wbtest::run_cli(args + bad);
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
     EXPECT_FALSE(std::filesystem::exists(t.file("bad.png"))) << bad;
+  }
+  if (io::uff_supported()) {  // a matrix probe, diverging waves, IQ in UFF, a volume out
+    r = wbtest::run_cli(
+        "simulate ultrasound --probe matrix --elements 8 --pitch 0.3e-3 --wave "
+        "diverging --sources '0,0,-5e-3;1e-3,0,-5e-3' --points 0,0,6e-3 --iq "
+        "--fs 10e6 --samples 200 --out '" +
+        t.file("vol.uff") + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = wbtest::run_cli("das '" + t.file("vol.uff") +
+                        "' --grid -1e-3:1e-3:2e-4,-1e-3:1e-3:2e-4,5e-3:7e-3:1e-4 --out '" +
+                        t.file("vol.h5") + "' --npy '" + t.file("vol.npy") + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(std::filesystem::exists(t.file("vol.h5")));
+    EXPECT_EQ(std::filesystem::file_size(t.file("vol.npy")), 128u + 11 * 11 * 21 * 4);
+    r = wbtest::run_cli("das '" + t.file("vol.uff") +
+                        "' --grid -1e-3:1e-3:2e-4,-1e-3:1e-3:2e-4,5e-3:7e-3:1e-4 --slice x:5 "
+                        "--out '" +
+                        t.file("vol.png") + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(std::filesystem::exists(t.file("vol.png")));
   }
   r = wbtest::run_cli("das '" + t.file("missing.mat") +
                       "' --grid -3e-3:3e-3:1e-4,7e-3:13e-3:1e-4 --out '" + t.file("bad.png") + "'");

@@ -75,7 +75,8 @@ std::vector<das::CudaTuning> tunings(das::Algorithm a, bool sweep) {
   return t;
 }
 
-double max_rel(const std::vector<std::complex<float>>& a, const std::vector<std::complex<float>>& b) {
+double max_rel(const std::vector<std::complex<float>>& a,
+               const std::vector<std::complex<float>>& b) {
   double err = 0, ref = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
     const double e = std::abs(std::complex<double>(a[i]) - std::complex<double>(b[i]));
@@ -89,20 +90,27 @@ void run_bench(const BenchOptions& o) {
   das::DasConfig base = das::reference_config(o.config);
   if (o.batch > 0) base.batch = o.batch;
   const Backend backend = resolve_backend(parse_backend(o.backend));
-  const std::size_t nin = static_cast<std::size_t>(base.batch * base.nrx() * base.ntx() * base.nsamples);
+  const std::size_t nin =
+      static_cast<std::size_t>(base.batch * base.nrx() * base.ntx() * base.nsamples);
   const auto host_in = random_iq(nin);
   const double points = static_cast<double>(base.nvoxels()) * base.nrx() * base.ntx() * base.batch;
-  nlohmann::json j = {{"benchmark", "das"},
-                      {"config", o.config},
-                      {"backend", std::string(to_string(backend))},
-                      {"shape", {{"voxels", base.nvoxels()}, {"rx", base.nrx()}, {"tx", base.ntx()},
-                                 {"samples", base.nsamples}, {"batch", base.batch}}},
-                      {"sample_type", "iq"},
-                      {"fnumber", base.fnumber ? nlohmann::json(*base.fnumber) : nlohmann::json(nullptr)},
-                      {"window", "boxcar"},
-                      {"points_per_execute", points},
-                      {"timing", "median of CUDA-event-timed execute() calls after 2 warm-ups; "
-                                 "execute includes the layout change of the input"}};
+  nlohmann::json j = {
+      {"benchmark", "das"},
+      {"config", o.config},
+      {"backend", std::string(to_string(backend))},
+      {"shape",
+       {{"voxels", base.nvoxels()},
+        {"rx", base.nrx()},
+        {"tx", base.ntx()},
+        {"samples", base.nsamples},
+        {"batch", base.batch}}},
+      {"sample_type", "iq"},
+      {"fnumber", base.fnumber ? nlohmann::json(*base.fnumber) : nlohmann::json(nullptr)},
+      {"window", "boxcar"},
+      {"points_per_execute", points},
+      {"timing",
+       "median of CUDA-event-timed execute() calls after 2 warm-ups; "
+       "execute includes the layout change of the input"}};
   std::string summary;
   if (backend == Backend::cpu) {
     das::DasPlan plan(base, Backend::cpu);
@@ -118,14 +126,14 @@ void run_bench(const BenchOptions& o) {
                       {"min_ms", t.min_s * 1e3},
                       {"points_per_s", points / t.median_s},
                       {"threads", omp_threads()}}};
-    summary = fmt::format("das {} cpu ({} threads, batch {}): {:.1f} ms, {:.3g} points/s",
-                          o.config, omp_threads(), base.batch, t.median_s * 1e3,
-                          points / t.median_s);
+    summary = fmt::format("das {} cpu ({} threads, batch {}): {:.1f} ms, {:.3g} points/s", o.config,
+                          omp_threads(), base.batch, t.median_s * 1e3, points / t.median_s);
   } else {
     const auto ceilings = bench::measure_device_ceilings();
     j["ceilings"] = bench::to_json(ceilings);
     Stream stream;
-    DeviceArray<std::complex<float>> din(nin), dout(static_cast<std::size_t>(base.batch * base.nvoxels()));
+    DeviceArray<std::complex<float>> din(nin),
+        dout(static_cast<std::size_t>(base.batch * base.nvoxels()));
     copy_bytes(din.data(), host_in.data(), din.bytes());
     std::vector<Variant> variants = {{das::Algorithm::baseline, das::Storage::fp32}};
     if (!o.algorithm.empty()) {
@@ -177,7 +185,10 @@ void run_bench(const BenchOptions& o) {
           } else {
             best.max_rel_error = max_rel(got, ref);
             best.checked = true;
-            const double tol = v.storage == das::Storage::fp32 && v.algorithm != das::Algorithm::tensor_core ? 1e-5 : 1e-2;
+            const double tol =
+                v.storage == das::Storage::fp32 && v.algorithm != das::Algorithm::tensor_core
+                    ? 1e-5
+                    : 1e-2;
             best.pass = best.max_rel_error <= tol;
           }
         }
@@ -191,19 +202,21 @@ void run_bench(const BenchOptions& o) {
     const Result* fastest = &results[0];
     for (const auto& r : results) {
       if (r.timing.median_s < fastest->timing.median_s) fastest = &r;
-      arr.push_back({{"name", r.name},
-                     {"median_ms", r.timing.median_s * 1e3},
-                     {"min_ms", r.timing.min_s * 1e3},
-                     {"max_ms", r.timing.max_s * 1e3},
-                     {"points_per_s", points / r.timing.median_s},
-                     {"speedup_vs_bl", base_s / r.timing.median_s},
-                     {"fp32_fma_fraction", flops / r.timing.median_s / ceilings.fp32_fma_flop_per_s},
-                     {"hbm_fraction_min_bytes", bytes / r.timing.median_s / ceilings.copy_bytes_per_s},
-                     {"tuning", {{"batch_tile", r.tuning.batch_tile},
-                                 {"bi_repeats", r.tuning.bi_repeats},
-                                 {"threads_per_block", r.tuning.threads_per_block}}},
-                     {"max_rel_error_vs_bl", r.max_rel_error},
-                     {"check", r.checked ? (r.pass ? "pass" : "FAIL") : "baseline"}});
+      arr.push_back(
+          {{"name", r.name},
+           {"median_ms", r.timing.median_s * 1e3},
+           {"min_ms", r.timing.min_s * 1e3},
+           {"max_ms", r.timing.max_s * 1e3},
+           {"points_per_s", points / r.timing.median_s},
+           {"speedup_vs_bl", base_s / r.timing.median_s},
+           {"fp32_fma_fraction", flops / r.timing.median_s / ceilings.fp32_fma_flop_per_s},
+           {"hbm_fraction_min_bytes", bytes / r.timing.median_s / ceilings.copy_bytes_per_s},
+           {"tuning",
+            {{"batch_tile", r.tuning.batch_tile},
+             {"bi_repeats", r.tuning.bi_repeats},
+             {"threads_per_block", r.tuning.threads_per_block}}},
+           {"max_rel_error_vs_bl", r.max_rel_error},
+           {"check", r.checked ? (r.pass ? "pass" : "FAIL") : "baseline"}});
       fmt::print("{:<10} {:9.3f} ms  {:.3g} points/s  x{:.2f} vs BL  err {:.2e} {}\n", r.name,
                  r.timing.median_s * 1e3, points / r.timing.median_s, base_s / r.timing.median_s,
                  r.max_rel_error, r.checked ? (r.pass ? "ok" : "FAIL") : "");
@@ -211,11 +224,13 @@ void run_bench(const BenchOptions& o) {
     j["variants"] = arr;
     j["baseline"] = results[0].name;
     j["best"] = fastest->name;
-    const std::string target = o.config == "U2" ? " (target <= 13.6 ms)" : o.config == "U1" ? " (target <= 0.17 ms)" : "";
-    summary = fmt::format("das {} cuda: best {} {:.3f} ms ({:.3g} points/s, x{:.2f} vs BL {:.3f} ms){}",
-                          o.config, fastest->name, fastest->timing.median_s * 1e3,
-                          points / fastest->timing.median_s, base_s / fastest->timing.median_s,
-                          base_s * 1e3, target);
+    const std::string target = o.config == "U2"   ? " (target <= 13.6 ms)"
+                               : o.config == "U1" ? " (target <= 0.17 ms)"
+                                                  : "";
+    summary = fmt::format(
+        "das {} cuda: best {} {:.3f} ms ({:.3g} points/s, x{:.2f} vs BL {:.3f} ms){}", o.config,
+        fastest->name, fastest->timing.median_s * 1e3, points / fastest->timing.median_s,
+        base_s / fastest->timing.median_s, base_s * 1e3, target);
     for (const auto& r : results)
       if (!r.pass) summary += fmt::format("; {} numbers FAIL ({:.1e})", r.name, r.max_rel_error);
   }
@@ -240,7 +255,9 @@ void add_bench_das_command(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "fp16"}))
       ->capture_default_str();
   cmd->add_flag("--sweep", o->sweep, "Try the tile sizes of each variant and report the best");
-  cmd->add_option("--repeats", o->repeats, "Timed repeats")->check(CLI::Range(1, 1000))->capture_default_str();
+  cmd->add_option("--repeats", o->repeats, "Timed repeats")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   cmd->add_option("--batch", o->batch, "Override the batch (frames)")->check(CLI::Range(1, 4096));
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
   add_backend_option(*cmd, o->backend);

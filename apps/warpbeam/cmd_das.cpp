@@ -120,7 +120,9 @@ void run_das(const DasOptions& o) {
     if (!grid.is_2d()) {
       if (slice_index < 0) slice_index = shape[1] / 2;
       frame = das::slice(frame, shape, axis, slice_index, &rows, &cols);
-      meta["slice"] = {{"axis", axis == das::SliceAxis::x ? "x" : axis == das::SliceAxis::y ? "y" : "z"},
+      meta["slice"] = {{"axis", axis == das::SliceAxis::x   ? "x"
+                                : axis == das::SliceAxis::y ? "y"
+                                                            : "z"},
                        {"index", slice_index}};
     }
     meta["frame"] = o.frame;
@@ -129,9 +131,12 @@ void run_das(const DasOptions& o) {
     io::write_npy(o.out, env.data(), vshape);
   } else {
     io::write_hdf5_volume(o.out, "envelope", env.data(), vshape,
-                          {{"x_start", grid.x.start}, {"x_step", grid.x.step},
-                           {"y_start", grid.y.start}, {"y_step", grid.y.step},
-                           {"z_start", grid.z.start}, {"z_step", grid.z.step}},
+                          {{"x_start", grid.x.start},
+                           {"x_step", grid.x.step},
+                           {"y_start", grid.y.start},
+                           {"y_step", grid.y.step},
+                           {"z_start", grid.z.start},
+                           {"z_step", grid.z.step}},
                           meta);
   }
   if (!o.npy.empty()) io::write_npy(o.npy, env.data(), vshape);
@@ -146,8 +151,7 @@ void add_das_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "das", "Delay-and-sum beamforming of ultrasound channel data (.mat or UFF) to a B-mode");
   auto o = std::make_shared<DasOptions>();
-  cmd->add_option("IN", o->input, "Channel data: Verasonics/PyMUST .mat or UFF (.uff)")
-      ->required();
+  cmd->add_option("IN", o->input, "Channel data: Verasonics/PyMUST .mat or UFF (.uff)")->required();
   cmd->add_option("--grid", o->grid,
                   "Grid in metres: x0:x1:dx,z0:z1:dz (2-D) or x0:x1:dx,y0:y1:dy,z0:z1:dz")
       ->required();

@@ -106,12 +106,12 @@ void run_simulate(const SimOptions& o) {
   }
   const io::UltrasoundData d = sim::simulate_ultrasound(s);
   nlohmann::json prov = provenance();
-  prov["simulation"] = {{"probe", o.probe}, {"elements", o.elements}, {"pitch", o.pitch},
-                        {"wave", o.wave}, {"angles_deg", o.angles}, {"sources", o.sources},
-                        {"points", o.points}, {"speckle", o.speckle}, {"fc", o.fc},
-                        {"fs", o.fs}, {"bandwidth", o.bandwidth}, {"c", o.c}, {"t0", o.t0},
-                        {"samples", o.samples}, {"frames", o.frames}, {"iq", o.iq},
-                        {"noise", o.noise}, {"seed", o.seed}};
+  prov["simulation"] = {{"probe", o.probe},   {"elements", o.elements},   {"pitch", o.pitch},
+                        {"wave", o.wave},     {"angles_deg", o.angles},   {"sources", o.sources},
+                        {"points", o.points}, {"speckle", o.speckle},     {"fc", o.fc},
+                        {"fs", o.fs},         {"bandwidth", o.bandwidth}, {"c", o.c},
+                        {"t0", o.t0},         {"samples", o.samples},     {"frames", o.frames},
+                        {"iq", o.iq},         {"noise", o.noise},         {"seed", o.seed}};
   if (ext == ".mat")
     io::write_mat(o.out, d, prov);
   else
@@ -124,8 +124,8 @@ void run_simulate(const SimOptions& o) {
 
 void add_simulate_ultrasound_command(CLI::App& app) {
   auto* sim = app.get_subcommand("simulate");
-  auto* cmd = sim->add_subcommand(
-      "ultrasound", "Channel data of point scatterers and speckle (.mat or UFF)");
+  auto* cmd = sim->add_subcommand("ultrasound",
+                                  "Channel data of point scatterers and speckle (.mat or UFF)");
   auto o = std::make_shared<SimOptions>();
   cmd->add_option("--out", o->out, "Output: .mat (Verasonics/PyMUST style) or .uff")->required();
   cmd->add_option("--probe", o->probe, "linear, matrix (N x N) or rca (row-column, N + N)")

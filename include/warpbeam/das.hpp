@@ -82,10 +82,10 @@ enum class ElementKind : std::uint8_t { point, line_x, line_y };
 
 /// Element geometry of the probe.
 struct Probe {
-  std::vector<Vec3> positions;      ///< element centres (m), [nelements]
-  std::vector<ElementKind> kinds;   ///< [nelements] or empty (all points)
-  double pitch = 0;                 ///< element spacing (m), informative
-  double element_width = 0;         ///< (m), informative
+  std::vector<Vec3> positions;     ///< element centres (m), [nelements]
+  std::vector<ElementKind> kinds;  ///< [nelements] or empty (all points)
+  double pitch = 0;                ///< element spacing (m), informative
+  double element_width = 0;        ///< (m), informative
   std::size_t size() const { return positions.size(); }
 };
 
@@ -103,7 +103,7 @@ struct Transmit {
   double azimuth = 0;    ///< plane wave: steering angle in the x-z plane (rad)
   double elevation = 0;  ///< plane wave: steering angle towards y (rad)
   Vec3 source{};         ///< diverging wave: virtual source (m), behind the probe (z < 0)
-  std::vector<double> element_delays;  ///< element_delays: firing delay per element (s); NaN = off
+  std::vector<double> element_delays;   ///< element_delays: firing delay per element (s); NaN = off
   std::vector<Vec3> element_positions;  ///< element_delays: element positions (empty: the probe)
   double delay = 0;  ///< added to tau_tx (s); UFF's wave.delay enters with a minus sign
 
@@ -134,8 +134,8 @@ Grid parse_grid(std::string_view spec);
 
 /// CUDA tile sizes; 0 means the default (see docs/PERFORMANCE.md for the measured sweep).
 struct CudaTuning {
-  int batch_tile = 0;      ///< BL: frames per thread (4, 8 or 16)
-  int bi_repeats = 0;      ///< BI: vector loads per lane and voxel (1, 2, 4 or 8)
+  int batch_tile = 0;         ///< BL: frames per thread (4, 8 or 16)
+  int bi_repeats = 0;         ///< BI: vector loads per lane and voxel (1, 2, 4 or 8)
   int threads_per_block = 0;  ///< BL and BI: 64..256, multiple of 32
 };
 
@@ -148,14 +148,14 @@ struct DasConfig {
   double c = 1540;            ///< sound speed (m/s)
   double fc = 0;              ///< centre (demodulation) frequency (Hz); required for IQ
 
-  Probe probe;                        ///< receive elements
-  std::vector<Vec3> voxels;           ///< where to beamform (m)
-  std::vector<Transmit> transmits;    ///< transmit models, one per tx ...
-  std::vector<double> tx_delays;      ///< ... or tau_tx given [ntx][nvoxels] (s), not both
-  std::vector<float> tx_weights;      ///< [ntx][nvoxels], empty = all 1
-  std::optional<double> fnumber;      ///< receive f-number (> 0); empty = full aperture
+  Probe probe;                      ///< receive elements
+  std::vector<Vec3> voxels;         ///< where to beamform (m)
+  std::vector<Transmit> transmits;  ///< transmit models, one per tx ...
+  std::vector<double> tx_delays;    ///< ... or tau_tx given [ntx][nvoxels] (s), not both
+  std::vector<float> tx_weights;    ///< [ntx][nvoxels], empty = all 1
+  std::optional<double> fnumber;    ///< receive f-number (> 0); empty = full aperture
   Window window = Window::boxcar;
-  double tukey_alpha = 0.5;           ///< Tukey taper fraction, (0, 1]
+  double tukey_alpha = 0.5;  ///< Tukey taper fraction, (0, 1]
 
   Algorithm algorithm = Algorithm::automatic;  ///< CUDA variant; the CPU has only the reference
   Storage storage = Storage::fp32;             ///< CUDA channel-data storage
@@ -186,7 +186,7 @@ namespace detail {
 class Executor;
 struct DelayParams;
 struct Element;
-}
+}  // namespace detail
 
 /// A DAS plan: transmit delays, voxel order and scratch for one shape; execute() allocates
 /// nothing after the first call.
@@ -226,7 +226,7 @@ class DasPlan {
   Algorithm algorithm_ = Algorithm::automatic;
   std::vector<double> tx_delays_;
   std::unique_ptr<detail::DelayParams> params_;  // delay constants (src/das/delay.hpp)
-  std::vector<detail::Element> elements_;          // receive elements
+  std::vector<detail::Element> elements_;        // receive elements
   std::unique_ptr<detail::Executor> exec_;
 };
 
@@ -243,8 +243,8 @@ class DasPlan {
 /// bilinear transform of the analog Butterworth prototype (Oppenheim & Schafer, Discrete-Time
 /// Signal Processing, 3rd ed., sec. 7.2). Throws invalid_argument for Wn outside (0, 1).
 std::vector<std::complex<float>> rf_to_iq(const float* rf, std::int64_t nlines,
-                                          std::int64_t nsamples, double fs, double fc,
-                                          double t0, double bandwidth);
+                                          std::int64_t nsamples, double fs, double fc, double t0,
+                                          double bandwidth);
 
 /// Envelope |out| of beamformed data.
 std::vector<float> envelope(const std::complex<float>* data, std::int64_t n);

@@ -11,7 +11,7 @@
 namespace warpbeam::das::detail {
 namespace {
 
-constexpr int kLanes = 8;           // lanes per voxel
+constexpr int kLanes = 8;  // lanes per voxel
 constexpr int kVoxelsPerWarp = 32 / kLanes;
 
 __device__ __forceinline__ float2 to_f2(float2 v) {
@@ -34,8 +34,8 @@ __global__ void __launch_bounds__(256)
   constexpr int VEC = 16 / sizeof(S);  // frames per 16-byte load
   constexpr int kSpan = kLanes * VEC * R;
   const int lane = threadIdx.x & 31, j = lane & (kLanes - 1), base_lane = lane & ~(kLanes - 1);
-  const int slot = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * kVoxelsPerWarp +
-                   (lane / kLanes);
+  const int slot =
+      (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * kVoxelsPerWarp + (lane / kLanes);
   const bool active = slot < g.nvoxels;
   const int sl = active ? slot : g.nvoxels - 1;
   const std::int64_t b_base = static_cast<std::int64_t>(blockIdx.y) * kSpan;
@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(256)
       Coeff mine{0.f, 0.f, 0.f, 0.f, -1};
       if (m0 + j < g.nrx && wtx != 0.f)
         mine = das_coefficients(P, px, py, pz, ttx, wtx, g.elements[m0 + j]);
-      // ... and the group walks through the 8 receivers with the shared weights.
+        // ... and the group walks through the 8 receivers with the shared weights.
 #pragma unroll
       for (int jj = 0; jj < kLanes; ++jj) {
         const int src = base_lane | jj;
@@ -112,9 +112,15 @@ void launch_bi(int repeats, int threads, const GeometryArgs& g, const DelayParam
                   static_cast<unsigned>((bp + span - 1) / span));
   const S* d = static_cast<const S*>(data);
   switch (repeats) {
-    case 1: bi_kernel<IQ, S, 1><<<grid, threads, 0, s>>>(g, P, d, bp, out); break;
-    case 2: bi_kernel<IQ, S, 2><<<grid, threads, 0, s>>>(g, P, d, bp, out); break;
-    case 4: bi_kernel<IQ, S, 4><<<grid, threads, 0, s>>>(g, P, d, bp, out); break;
+    case 1:
+      bi_kernel<IQ, S, 1><<<grid, threads, 0, s>>>(g, P, d, bp, out);
+      break;
+    case 2:
+      bi_kernel<IQ, S, 2><<<grid, threads, 0, s>>>(g, P, d, bp, out);
+      break;
+    case 4:
+      bi_kernel<IQ, S, 4><<<grid, threads, 0, s>>>(g, P, d, bp, out);
+      break;
     default:
       // R = 8 only where its accumulators fit in 32 floats (fp32 storage); see rmax below.
       if constexpr ((IQ ? 2 : 1) * 8 * VEC <= 32)
@@ -145,6 +151,8 @@ class CudaBiExecutor final : public Executor {
     const std::size_t bytes = static_cast<std::size_t>(c.nsamples * c.ntx() * c.nrx() * bp_) * elem;
     buf_ = DeviceArray<unsigned char>(bytes);
     device_memset(buf_.data(), 0, bytes);  // the padded frames stay zero
+    // Finished before any execute() on a non-blocking stream can write the buffer.
+    device_synchronize();
   }
 
   void execute(const PlanData& p, const void* in, std::complex<float>* out,

@@ -154,27 +154,23 @@ void permute_batch_inner(const void* in, void* out, bool iq, StoreType store_typ
                          std::int64_t nsamples, std::int64_t bp, cudaStream_t s) {
   const dim3 grid = permute_grid(batch, nrx, ntx, nsamples), block(kTile, kRows);
   if (iq && store_type == StoreType::f32)
-    permute_bi_kernel<<<grid, block, 0, s>>>(static_cast<const float2*>(in),
-                                             static_cast<float2*>(out), batch, nrx, ntx,
-                                             nsamples, bp);
+    permute_bi_kernel<<<grid, block, 0, s>>>(
+        static_cast<const float2*>(in), static_cast<float2*>(out), batch, nrx, ntx, nsamples, bp);
   else if (iq)
-    permute_bi_kernel<<<grid, block, 0, s>>>(static_cast<const float2*>(in),
-                                             static_cast<__half2*>(out), batch, nrx, ntx,
-                                             nsamples, bp);
+    permute_bi_kernel<<<grid, block, 0, s>>>(
+        static_cast<const float2*>(in), static_cast<__half2*>(out), batch, nrx, ntx, nsamples, bp);
   else if (store_type == StoreType::f32)
-    permute_bi_kernel<<<grid, block, 0, s>>>(static_cast<const float*>(in),
-                                             static_cast<float*>(out), batch, nrx, ntx, nsamples,
-                                             bp);
+    permute_bi_kernel<<<grid, block, 0, s>>>(
+        static_cast<const float*>(in), static_cast<float*>(out), batch, nrx, ntx, nsamples, bp);
   else
-    permute_bi_kernel<<<grid, block, 0, s>>>(static_cast<const float*>(in),
-                                             static_cast<__half*>(out), batch, nrx, ntx, nsamples,
-                                             bp);
+    permute_bi_kernel<<<grid, block, 0, s>>>(
+        static_cast<const float*>(in), static_cast<__half*>(out), batch, nrx, ntx, nsamples, bp);
   WB_CUDA_CHECK_LAUNCH();
 }
 
-void permute_planar_f16(const void* in, __half* out, bool iq, std::int64_t batch,
-                        std::int64_t nrx, std::int64_t nrx_padded, std::int64_t ntx,
-                        std::int64_t nsamples, std::int64_t bp, cudaStream_t s) {
+void permute_planar_f16(const void* in, __half* out, bool iq, std::int64_t batch, std::int64_t nrx,
+                        std::int64_t nrx_padded, std::int64_t ntx, std::int64_t nsamples,
+                        std::int64_t bp, cudaStream_t s) {
   const dim3 grid = permute_grid(batch, nrx, ntx, nsamples), block(kTile, kRows);
   if (iq)
     permute_planar_kernel<float2, 2><<<grid, block, 0, s>>>(
@@ -187,8 +183,8 @@ void permute_planar_f16(const void* in, __half* out, bool iq, std::int64_t batch
 
 void convert_f16(const float* in, __half* out, std::int64_t count, cudaStream_t s) {
   const int threads = 256;
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((count + threads - 1) / threads,
-                                                                   1 << 16));
+  const auto blocks =
+      static_cast<unsigned>(std::min<std::int64_t>((count + threads - 1) / threads, 1 << 16));
   convert_f16_kernel<<<blocks, threads, 0, s>>>(in, out, count);
   WB_CUDA_CHECK_LAUNCH();
 }

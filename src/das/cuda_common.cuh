@@ -16,11 +16,11 @@ namespace warpbeam::das::detail {
 struct DeviceGeometry {
   explicit DeviceGeometry(const PlanData& p);
   std::int64_t nvoxels = 0;
-  DeviceArray<double> vx, vy, vz;        // [slot] voxel coordinates (m)
-  DeviceArray<double> tau_tx;            // [tx][slot] (s)
-  DeviceArray<float> w_tx;               // [tx][slot]; empty when all weights are 1
-  DeviceArray<std::int32_t> voxel;       // [slot] -> output voxel index
-  DeviceArray<Element> elements;         // [rx]
+  DeviceArray<double> vx, vy, vz;   // [slot] voxel coordinates (m)
+  DeviceArray<double> tau_tx;       // [tx][slot] (s)
+  DeviceArray<float> w_tx;          // [tx][slot]; empty when all weights are 1
+  DeviceArray<std::int32_t> voxel;  // [slot] -> output voxel index
+  DeviceArray<Element> elements;    // [rx]
 };
 
 /// Kernel arguments of the geometry (plain pointers).
@@ -43,14 +43,14 @@ enum class StoreType { f32, f16 };
 /// converting to fp16 when asked; frames >= batch in the padded buffer are left untouched (the
 /// owner zeroes them once).
 void permute_batch_inner(const void* in, void* out, bool iq, StoreType store, std::int64_t batch,
-                         std::int64_t nrx, std::int64_t ntx, std::int64_t nsamples,
-                         std::int64_t bp, cudaStream_t s);
+                         std::int64_t nrx, std::int64_t ntx, std::int64_t nsamples, std::int64_t bp,
+                         cudaStream_t s);
 
 /// [batch][rx][tx][sample] -> [sample][tx][rx_padded][plane][bp] fp16 (planes re, im for IQ; one
 /// plane for RF): the tensor-core layout, rows of `bp` frames.
-void permute_planar_f16(const void* in, __half* out, bool iq, std::int64_t batch,
-                        std::int64_t nrx, std::int64_t nrx_padded, std::int64_t ntx,
-                        std::int64_t nsamples, std::int64_t bp, cudaStream_t s);
+void permute_planar_f16(const void* in, __half* out, bool iq, std::int64_t batch, std::int64_t nrx,
+                        std::int64_t nrx_padded, std::int64_t ntx, std::int64_t nsamples,
+                        std::int64_t bp, cudaStream_t s);
 
 /// Element-wise fp32 -> fp16 copy of `count` floats (the BL fp16 input, same layout).
 void convert_f16(const float* in, __half* out, std::int64_t count, cudaStream_t s);

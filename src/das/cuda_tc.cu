@@ -25,7 +25,7 @@ template <bool IQ, int NT>
 __global__ void __launch_bounds__(kWarps * 32)
     tc_kernel(GeometryArgs g, DelayParams P, const __half* __restrict__ data, std::int64_t nrxp,
               std::int64_t bp, float2* __restrict__ out) {
-  constexpr int RX = IQ ? 8 : 16;   // receivers per K = 16 tile
+  constexpr int RX = IQ ? 8 : 16;  // receivers per K = 16 tile
   constexpr int kPerLane = 16 * RX / 32;
   constexpr int kPlanes = IQ ? 2 : 1;
   __shared__ __align__(32) __half a_sm[kWarps][2][256];
@@ -142,14 +142,15 @@ class CudaTcExecutor final : public Executor {
         static_cast<std::size_t>(c.nsamples * c.ntx() * nrxp_ * (iq_ ? 2 : 1) * bp_);
     buf_ = DeviceArray<__half>(n);
     device_memset(buf_.data(), 0, buf_.bytes());  // padded receivers and frames stay zero
+    // Finished before any execute() on a non-blocking stream can write the buffer.
+    device_synchronize();
   }
 
   void execute(const PlanData& p, const void* in, std::complex<float>* out,
                const Stream* stream) override {
     const auto& c = p.config;
     cudaStream_t s = WB_STREAM(stream);
-    permute_planar_f16(in, buf_.data(), iq_, c.batch, c.nrx(), nrxp_, c.ntx(), c.nsamples, bp_,
-                       s);
+    permute_planar_f16(in, buf_.data(), iq_, c.batch, c.nrx(), nrxp_, c.ntx(), c.nsamples, bp_, s);
     const GeometryArgs g = geometry_args(geo_, c);
     auto* o = reinterpret_cast<float2*>(out);
     const dim3 grid(static_cast<unsigned>((c.nvoxels() + 16 * kWarps - 1) / (16 * kWarps)),

@@ -21,15 +21,15 @@ namespace warpbeam::das::detail {
 
 /// Constants of one plan, in the form the inner loops want.
 struct DelayParams {
-  double inv_c = 0;      ///< 1 / sound speed (s/m)
-  double fs = 0;         ///< sampling frequency (Hz)
-  double t0 = 0;         ///< time of sample 0 (s)
-  double fc = 0;         ///< demodulation frequency (Hz), IQ only
-  double two_fnum = 0;   ///< 2 * f-number; 0 = full aperture
-  double last_index = 0; ///< nsamples - 1: a term needs 0 <= i < nsamples - 1
-  int window = 0;        ///< 0 boxcar, 1 Hann, 2 Tukey
+  double inv_c = 0;       ///< 1 / sound speed (s/m)
+  double fs = 0;          ///< sampling frequency (Hz)
+  double t0 = 0;          ///< time of sample 0 (s)
+  double fc = 0;          ///< demodulation frequency (Hz), IQ only
+  double two_fnum = 0;    ///< 2 * f-number; 0 = full aperture
+  double last_index = 0;  ///< nsamples - 1: a term needs 0 <= i < nsamples - 1
+  int window = 0;         ///< 0 boxcar, 1 Hann, 2 Tukey
   float tukey_alpha = 0.5f;
-  int iq = 1;            ///< 1: apply exp(2 pi i fc tau)
+  int iq = 1;  ///< 1: apply exp(2 pi i fc tau)
 };
 
 /// A receive element; wx / wy are 0 along the long axis of a row-column line element.
@@ -69,16 +69,17 @@ WB_DAS_HD float cos_pi(float x) {
 #ifdef __CUDA_ARCH__
   return cospif(x);
 #else
-  return static_cast<float>(std::cos(3.14159265358979323846 * static_cast<double>(x)));
+  return std::cos(3.14159265f * x);
 #endif
 }
 WB_DAS_HD void sincos_2pi(float x, float* s, float* c) {
 #ifdef __CUDA_ARCH__
   sincospif(2.0f * x, s, c);
 #else
-  const double a = 6.28318530717958647692 * static_cast<double>(x);
-  *s = static_cast<float>(std::sin(a));
-  *c = static_cast<float>(std::cos(a));
+  // float trigonometry is within ~1 ulp, as sincospif; x is a fraction of a cycle in [0, 1).
+  const float a = 6.28318531f * x;
+  *s = std::sin(a);
+  *c = std::cos(a);
 #endif
 }
 

@@ -23,8 +23,8 @@ Probe linear_array(int n, double pitch, double element_width) {
 
 Probe matrix_array(int nx, int ny, double pitch_x, double pitch_y) {
   if (nx < 1 || ny < 1)
-    fail(ErrorCategory::invalid_argument, "a matrix array needs >= 1 x 1 elements, not {} x {}",
-         nx, ny);
+    fail(ErrorCategory::invalid_argument, "a matrix array needs >= 1 x 1 elements, not {} x {}", nx,
+         ny);
   if (!(pitch_x > 0) || !(pitch_y > 0))
     fail(ErrorCategory::invalid_argument, "matrix pitch ({}, {}) m must be > 0", pitch_x, pitch_y);
   Probe p;
@@ -32,7 +32,8 @@ Probe matrix_array(int nx, int ny, double pitch_x, double pitch_y) {
   p.element_width = pitch_x;
   for (int iy = 0; iy < ny; ++iy)
     for (int ix = 0; ix < nx; ++ix)
-      p.positions.push_back({(ix - (nx - 1) / 2.0) * pitch_x, (iy - (ny - 1) / 2.0) * pitch_y, 0.0});
+      p.positions.push_back(
+          {(ix - (nx - 1) / 2.0) * pitch_x, (iy - (ny - 1) / 2.0) * pitch_y, 0.0});
   return p;
 }
 
@@ -123,7 +124,8 @@ Grid parse_grid(std::string_view spec) {
   std::size_t pos = 0;
   while (true) {
     const auto c = spec.find(',', pos);
-    axes.push_back(spec.substr(pos, c == std::string_view::npos ? std::string_view::npos : c - pos));
+    axes.push_back(
+        spec.substr(pos, c == std::string_view::npos ? std::string_view::npos : c - pos));
     if (c == std::string_view::npos) break;
     pos = c + 1;
   }
@@ -215,9 +217,9 @@ std::vector<double> transmit_delays(const DasConfig& c) {
           double best = std::numeric_limits<double>::infinity();
           for (std::size_t e = 0; e < pos.size(); ++e) {
             if (std::isnan(t.element_delays[e])) continue;
-            const double r =
-                std::sqrt((p[0] - pos[e][0]) * (p[0] - pos[e][0]) +
-                          (p[1] - pos[e][1]) * (p[1] - pos[e][1]) + (p[2] - pos[e][2]) * (p[2] - pos[e][2]));
+            const double r = std::sqrt((p[0] - pos[e][0]) * (p[0] - pos[e][0]) +
+                                       (p[1] - pos[e][1]) * (p[1] - pos[e][1]) +
+                                       (p[2] - pos[e][2]) * (p[2] - pos[e][2]));
             best = std::min(best, t.element_delays[e] + r / c.c);
           }
           row[n] = best + t.delay;

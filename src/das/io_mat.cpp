@@ -62,17 +62,28 @@ bool numeric(const matvar_t* v) {
 // Element i of a numeric array of any class, as double.
 double element(const void* data, matio_classes cls, std::size_t i) {
   switch (cls) {
-    case MAT_C_DOUBLE: return static_cast<const double*>(data)[i];
-    case MAT_C_SINGLE: return static_cast<const float*>(data)[i];
-    case MAT_C_INT8: return static_cast<const std::int8_t*>(data)[i];
-    case MAT_C_UINT8: return static_cast<const std::uint8_t*>(data)[i];
-    case MAT_C_INT16: return static_cast<const std::int16_t*>(data)[i];
-    case MAT_C_UINT16: return static_cast<const std::uint16_t*>(data)[i];
-    case MAT_C_INT32: return static_cast<const std::int32_t*>(data)[i];
-    case MAT_C_UINT32: return static_cast<const std::uint32_t*>(data)[i];
-    case MAT_C_INT64: return static_cast<const std::int64_t*>(data)[i];
-    case MAT_C_UINT64: return static_cast<const std::uint64_t*>(data)[i];
-    default: return NAN;
+    case MAT_C_DOUBLE:
+      return static_cast<const double*>(data)[i];
+    case MAT_C_SINGLE:
+      return static_cast<const float*>(data)[i];
+    case MAT_C_INT8:
+      return static_cast<const std::int8_t*>(data)[i];
+    case MAT_C_UINT8:
+      return static_cast<const std::uint8_t*>(data)[i];
+    case MAT_C_INT16:
+      return static_cast<const std::int16_t*>(data)[i];
+    case MAT_C_UINT16:
+      return static_cast<const std::uint16_t*>(data)[i];
+    case MAT_C_INT32:
+      return static_cast<const std::int32_t*>(data)[i];
+    case MAT_C_UINT32:
+      return static_cast<const std::uint32_t*>(data)[i];
+    case MAT_C_INT64:
+      return static_cast<const std::int64_t*>(data)[i];
+    case MAT_C_UINT64:
+      return static_cast<const std::uint64_t*>(data)[i];
+    default:
+      return NAN;
   }
 }
 
@@ -89,8 +100,7 @@ std::vector<double> values(const matvar_t* v, const std::string& what) {
 double field(matvar_t* param, const char* name, const std::string& path, double fallback) {
   matvar_t* f = Mat_VarGetStructFieldByName(param, name, 0);
   if (!f || numel(f) == 0) {
-    if (std::isnan(fallback))
-      fail(ErrorCategory::format, "{}: param.{} is missing", path, name);
+    if (std::isnan(fallback)) fail(ErrorCategory::format, "{}: param.{} is missing", path, name);
     return fallback;
   }
   const auto v = values(f, path + ": param." + name);
@@ -126,8 +136,8 @@ UltrasoundData read_mat(const std::string& path) {
   if (!param || param->class_type != MAT_C_STRUCT)
     fail(ErrorCategory::format, "{}: no param struct (fs, fc, c, t0, pitch, TXdelay ...)", path);
   if (!numeric(sig.get()) || sig->rank < 2 || sig->rank > 3)
-    fail(ErrorCategory::format, "{}: {} must be a numeric [samples][elements]([shots]) array",
-         path, iq ? "IQ" : "RF");
+    fail(ErrorCategory::format, "{}: {} must be a numeric [samples][elements]([shots]) array", path,
+         iq ? "IQ" : "RF");
   if (iq && !sig->isComplex) fail(ErrorCategory::format, "{}: IQ must be complex", path);
   if (!iq && sig->isComplex)
     fail(ErrorCategory::format, "{}: RF is complex: store I/Q data as IQ", path);
@@ -136,8 +146,8 @@ UltrasoundData read_mat(const std::string& path) {
   d.sample_type = iq ? das::SampleType::iq : das::SampleType::rf;
   const std::size_t nl = sig->dims[0], nc = sig->dims[1], n3 = sig->rank == 3 ? sig->dims[2] : 1;
   if (nl < 2 || nc < 1 || n3 < 1)
-    fail(ErrorCategory::format, "{}: {} is {} x {} x {}: too small", path, iq ? "IQ" : "RF", nl,
-         nc, n3);
+    fail(ErrorCategory::format, "{}: {} is {} x {} x {}: too small", path, iq ? "IQ" : "RF", nl, nc,
+         n3);
   d.fs = field(param.get(), "fs", path, NAN);
   d.fc = field(param.get(), "fc", path, iq ? NAN : 0.0);
   d.c = field(param.get(), "c", path, 1540.0);
@@ -160,7 +170,8 @@ UltrasoundData read_mat(const std::string& path) {
       fail(ErrorCategory::format, "{}: param.elements must be [2 or 3][{}] (x; (y;) z)", path, nc);
     const std::size_t rows = e->dims[0];
     for (std::size_t m = 0; m < nc; ++m) {
-      const double x = v[m * rows], y = rows == 3 ? v[m * rows + 1] : 0.0, z = v[m * rows + rows - 1];
+      const double x = v[m * rows], y = rows == 3 ? v[m * rows + 1] : 0.0,
+                   z = v[m * rows + rows - 1];
       d.probe.positions.push_back({x, y, z});
     }
     d.probe.pitch = field(param.get(), "pitch", path, 0.0);
@@ -234,8 +245,8 @@ std::vector<double> element_delays(const das::Transmit& t, const das::Probe& pro
   for (std::size_t e = 0; e < probe.size(); ++e) {
     const auto& p = probe.positions[e];
     if (t.kind == das::Transmit::Kind::plane_wave) {
-      d[e] = (p[0] * std::sin(t.azimuth) * std::cos(t.elevation) + p[1] * std::sin(t.elevation)) /
-             c;
+      d[e] =
+          (p[0] * std::sin(t.azimuth) * std::cos(t.elevation) + p[1] * std::sin(t.elevation)) / c;
     } else {
       const auto& s = t.source;
       d[e] = std::sqrt((p[0] - s[0]) * (p[0] - s[0]) + (p[1] - s[1]) * (p[1] - s[1]) +
@@ -305,7 +316,7 @@ void write_mat(const std::string& path, const UltrasoundData& d, const nlohmann:
     if (!sig || Mat_VarWrite(mat.get(), sig.get(), MAT_COMPRESSION_ZLIB) != 0)
       fail(ErrorCategory::io, "{}: cannot write the {} variable", path, iq ? "IQ" : "RF");
     // param struct.
-    const char* fields[] = {"fs",    "fc",        "c",       "t0",       "pitch", "width",
+    const char* fields[] = {"fs",        "fc",      "c",         "t0",  "pitch",   "width",
                             "Nelements", "TXdelay", "bandwidth", "PRF", "elements"};
     std::size_t one[2] = {1, 1};
     VarPtr param(Mat_VarCreateStruct("param", 2, one, fields, 11));
@@ -319,7 +330,8 @@ void write_mat(const std::string& path, const UltrasoundData& d, const nlohmann:
       for (std::size_t m = 0; m < nc; ++m)
         txd[q + ntx * m] = e[m];
     }
-    Mat_VarSetStructFieldByName(param.get(), "TXdelay", 0, make_double(nullptr, ntx, nc, txd.data()));
+    Mat_VarSetStructFieldByName(param.get(), "TXdelay", 0,
+                                make_double(nullptr, ntx, nc, txd.data()));
     Mat_VarSetStructFieldByName(param.get(), "bandwidth", 0, make_double(nullptr, 1, 1, &bw));
     Mat_VarSetStructFieldByName(param.get(), "PRF", 0, make_double(nullptr, 1, 1, &d.prf));
     std::vector<double> el(3 * nc);

@@ -89,7 +89,8 @@ struct H5Id {
 struct TempPath {
   std::string path, tmp;
   bool done = false;
-  explicit TempPath(std::string p) : path(std::move(p)), tmp(path + ".tmp." + std::to_string(::getpid())) {}
+  explicit TempPath(std::string p)
+      : path(std::move(p)), tmp(path + ".tmp." + std::to_string(::getpid())) {}
   ~TempPath() {
     std::error_code ec;
     if (!done) std::filesystem::remove(tmp, ec);
@@ -122,8 +123,7 @@ void write_string_attr(hid_t obj, const char* name, const std::string& value) {
 void write_dataset(hid_t loc, const char* name, hid_t mem_type, hid_t file_type,
                    const std::vector<hsize_t>& dims, const void* data) {
   H5Id space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-  H5Id ds(H5Dcreate2(loc, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-          H5Dclose);
+  H5Id ds(H5Dcreate2(loc, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
   check(ds.id, std::string("create dataset ") + name);
   check(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
         std::string("write dataset ") + name);
@@ -147,7 +147,8 @@ bool exists(hid_t loc, const char* name) {
 // Reads a whole numeric dataset as double (any stored numeric type), with its dims.
 std::vector<double> read_doubles(hid_t loc, const char* name, const std::string& path,
                                  std::vector<hsize_t>* dims_out = nullptr) {
-  if (!exists(loc, name)) fail(ErrorCategory::format, "{}: UFF dataset '{}' is missing", path, name);
+  if (!exists(loc, name))
+    fail(ErrorCategory::format, "{}: UFF dataset '{}' is missing", path, name);
   H5Id ds(H5Dopen2(loc, name, H5P_DEFAULT), H5Dclose);
   if (ds.id < 0) fail(ErrorCategory::format, "{}: '{}' is not a dataset", path, name);
   H5Id space(H5Dget_space(ds), H5Sclose);
@@ -195,13 +196,14 @@ void write_uff(const std::string& path, const UltrasoundData& d, const nlohmann:
   quiet_hdf5();
   const bool iq = d.sample_type == das::SampleType::iq;
   const std::size_t total = static_cast<std::size_t>(d.batch * d.nrx * d.ntx * d.nsamples);
-  if ((iq ? d.iq.size() : d.rf.size()) != total || d.probe.size() != static_cast<std::size_t>(d.nrx) ||
+  if ((iq ? d.iq.size() : d.rf.size()) != total ||
+      d.probe.size() != static_cast<std::size_t>(d.nrx) ||
       d.transmits.size() != static_cast<std::size_t>(d.ntx))
     fail(ErrorCategory::invalid_argument, "write_uff: data, probe and transmits disagree");
   for (const auto& t : d.transmits)
     if (t.kind == das::Transmit::Kind::element_delays)
-      fail(ErrorCategory::unsupported, "{}: UFF stores plane or spherical waves, not element delays",
-           path);
+      fail(ErrorCategory::unsupported,
+           "{}: UFF stores plane or spherical waves, not element delays", path);
   TempPath tp(path);
   {
     H5Id file(H5Fcreate(tp.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
@@ -306,7 +308,8 @@ UltrasoundData read_uff(const std::string& path) {
   d.fs = read_scalar(cd, "sampling_frequency", path);
   d.t0 = read_scalar(cd, "initial_time", path);
   d.c = read_scalar(cd, "sound_speed", path);
-  const double fmod = exists(cd, "modulation_frequency") ? read_scalar(cd, "modulation_frequency", path) : 0.0;
+  const double fmod =
+      exists(cd, "modulation_frequency") ? read_scalar(cd, "modulation_frequency", path) : 0.0;
   if (exists(cd, "PRF")) d.prf = read_scalar(cd, "PRF", path);
   d.fc = fmod;
   if (exists(cd, "pulse")) {
@@ -315,7 +318,8 @@ UltrasoundData read_uff(const std::string& path) {
     if (exists(pulse, "fractional_bandwidth"))
       d.bandwidth = read_scalar(pulse, "fractional_bandwidth", path);
   }
-  if (!(d.fs > 0)) fail(ErrorCategory::format, "{}: sampling_frequency = {} must be > 0", path, d.fs);
+  if (!(d.fs > 0))
+    fail(ErrorCategory::format, "{}: sampling_frequency = {} must be > 0", path, d.fs);
   // Probe.
   if (!exists(cd, "probe")) fail(ErrorCategory::format, "{}: no channel_data/probe", path);
   H5Id probe(H5Gopen2(cd, "probe", H5P_DEFAULT), H5Gclose);

@@ -12,10 +12,14 @@ namespace warpbeam::das {
 
 std::string_view to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::automatic: return "auto";
-    case Algorithm::baseline: return "bl";
-    case Algorithm::batch_inner: return "bi";
-    case Algorithm::tensor_core: return "tc";
+    case Algorithm::automatic:
+      return "auto";
+    case Algorithm::baseline:
+      return "bl";
+    case Algorithm::batch_inner:
+      return "bi";
+    case Algorithm::tensor_core:
+      return "tc";
   }
   return "?";
 }
@@ -24,9 +28,12 @@ std::string_view to_string(Storage s) {
 }
 std::string_view to_string(Window w) {
   switch (w) {
-    case Window::boxcar: return "boxcar";
-    case Window::hann: return "hann";
-    case Window::tukey: return "tukey";
+    case Window::boxcar:
+      return "boxcar";
+    case Window::hann:
+      return "hann";
+    case Window::tukey:
+      return "tukey";
   }
   return "?";
 }
@@ -124,8 +131,8 @@ void DasConfig::validate() const {
         const std::size_t ne =
             t.element_positions.empty() ? probe.positions.size() : t.element_positions.size();
         if (t.element_delays.size() != ne)
-          fail(ErrorCategory::invalid_argument, "transmit {}: {} element delays for {} elements",
-               q, t.element_delays.size(), ne);
+          fail(ErrorCategory::invalid_argument, "transmit {}: {} element delays for {} elements", q,
+               t.element_delays.size(), ne);
         if (std::all_of(t.element_delays.begin(), t.element_delays.end(),
                         [](double d) { return std::isnan(d); }))
           fail(ErrorCategory::invalid_argument, "transmit {}: no element fires (all NaN)", q);
@@ -252,10 +259,17 @@ DasPlan::DasPlan(DasConfig config, Backend backend)
       algorithm_ = config_.batch >= 8 ? Algorithm::batch_inner : Algorithm::baseline;
 #ifdef WARPBEAM_HAVE_CUDA
     switch (algorithm_) {
-      case Algorithm::baseline: exec_ = detail::make_cuda_bl_executor(data); break;
-      case Algorithm::batch_inner: exec_ = detail::make_cuda_bi_executor(data); break;
-      case Algorithm::tensor_core: exec_ = detail::make_cuda_tc_executor(data); break;
-      case Algorithm::automatic: break;
+      case Algorithm::baseline:
+        exec_ = detail::make_cuda_bl_executor(data);
+        break;
+      case Algorithm::batch_inner:
+        exec_ = detail::make_cuda_bi_executor(data);
+        break;
+      case Algorithm::tensor_core:
+        exec_ = detail::make_cuda_tc_executor(data);
+        break;
+      case Algorithm::automatic:
+        break;
     }
 #endif
   } else {

@@ -96,8 +96,8 @@ void lfilter(const Coeffs& b, const Coeffs& a, const std::array<double, kOrder>&
 }  // namespace
 
 std::vector<std::complex<float>> rf_to_iq(const float* rf, std::int64_t nlines,
-                                          std::int64_t nsamples, double fs, double fc,
-                                          double t0, double bandwidth) {
+                                          std::int64_t nsamples, double fs, double fc, double t0,
+                                          double bandwidth) {
   if (nlines < 1 || nsamples < 2)
     fail(ErrorCategory::invalid_argument, "rf_to_iq: {} lines of {} samples (need >= 1 x 2)",
          nlines, nsamples);
@@ -173,9 +173,8 @@ std::vector<float> bmode_levels(const std::vector<float>& env, double dynamic_ra
   const auto db = log_compress(env, dynamic_range_db);
   std::vector<float> lv(db.size());
   for (std::size_t i = 0; i < db.size(); ++i)
-    lv[i] = std::floor(
-        static_cast<float>(std::clamp(255.0 * (db[i] + dynamic_range_db) / dynamic_range_db,
-                                      0.0, 255.0)));
+    lv[i] = std::floor(static_cast<float>(
+        std::clamp(255.0 * (db[i] + dynamic_range_db) / dynamic_range_db, 0.0, 255.0)));
   return lv;
 }
 

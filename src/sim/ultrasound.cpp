@@ -25,7 +25,8 @@ void UltrasoundSimConfig::validate() const {
   if (!(c > 0)) fail(ErrorCategory::invalid_argument, "simulate: c = {} m/s must be > 0", c);
   require_range<std::int64_t>("samples", nsamples, 2, std::int64_t{1} << 24);
   require_range<std::int64_t>("frames", frames, 1, 1 << 16);
-  if (!(noise >= 0)) fail(ErrorCategory::invalid_argument, "simulate: noise = {} must be >= 0", noise);
+  if (!(noise >= 0))
+    fail(ErrorCategory::invalid_argument, "simulate: noise = {} must be >= 0", noise);
 }
 
 void add_speckle(UltrasoundSimConfig& config, const das::Vec3& lo, const das::Vec3& hi,
@@ -77,7 +78,8 @@ io::UltrasoundData simulate_ultrasound(const UltrasoundSimConfig& s) {
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t q = 0; q < Q; ++q) {
       const auto& r = s.probe.positions[m];
-      const das::ElementKind kind = s.probe.kinds.empty() ? das::ElementKind::point : s.probe.kinds[m];
+      const das::ElementKind kind =
+          s.probe.kinds.empty() ? das::ElementKind::point : s.probe.kinds[m];
       std::complex<double>* out = frame.data() + (m * Q + q) * K;
       for (std::size_t j = 0; j < ns; ++j) {
         const auto& p = s.scatterers[j];
@@ -86,8 +88,10 @@ io::UltrasoundData simulate_ultrasound(const UltrasoundSimConfig& s) {
         const double dz = p[2] - r[2];
         const double tau = ttx[q * ns + j] + std::sqrt(dx * dx + dy * dy + dz * dz) / s.c;
         const double a = s.amplitudes.empty() ? 1.0 : s.amplitudes[j];
-        const auto k0 = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil((tau - half - s.t0) * s.fs)));
-        const auto k1 = std::min<std::int64_t>(K - 1, static_cast<std::int64_t>(std::floor((tau + half - s.t0) * s.fs)));
+        const auto k0 = std::max<std::int64_t>(
+            0, static_cast<std::int64_t>(std::ceil((tau - half - s.t0) * s.fs)));
+        const auto k1 = std::min<std::int64_t>(
+            K - 1, static_cast<std::int64_t>(std::floor((tau + half - s.t0) * s.fs)));
         const double cyc = s.fc * tau;
         const std::complex<double> rot = std::polar(1.0, -2 * M_PI * (cyc - std::floor(cyc)));
         for (std::int64_t k = k0; k <= k1; ++k) {

@@ -19,15 +19,15 @@ namespace warpbeam::io {
 struct UltrasoundData {
   das::SampleType sample_type = das::SampleType::rf;
   std::int64_t batch = 0, nrx = 0, ntx = 0, nsamples = 0;
-  std::vector<float> rf;                // [batch][rx][tx][sample] (sample_type rf)
-  std::vector<std::complex<float>> iq;  // [batch][rx][tx][sample] (sample_type iq)
-  double fs = 0;          ///< sampling frequency (Hz)
-  double fc = 0;          ///< centre / demodulation frequency (Hz)
-  double c = 1540;        ///< sound speed (m/s)
-  double t0 = 0;          ///< time of sample 0 (s)
-  double bandwidth = 0;   ///< fractional -6 dB bandwidth (0.15 = 15 %); 0 = unknown
-  double prf = 0;         ///< pulse repetition frequency (Hz); 0 = unknown
-  das::Probe probe;                     ///< receive elements [nrx]
+  std::vector<float> rf;                 // [batch][rx][tx][sample] (sample_type rf)
+  std::vector<std::complex<float>> iq;   // [batch][rx][tx][sample] (sample_type iq)
+  double fs = 0;                         ///< sampling frequency (Hz)
+  double fc = 0;                         ///< centre / demodulation frequency (Hz)
+  double c = 1540;                       ///< sound speed (m/s)
+  double t0 = 0;                         ///< time of sample 0 (s)
+  double bandwidth = 0;                  ///< fractional -6 dB bandwidth (0.15 = 15 %); 0 = unknown
+  double prf = 0;                        ///< pulse repetition frequency (Hz); 0 = unknown
+  das::Probe probe;                      ///< receive elements [nrx]
   std::vector<das::Transmit> transmits;  ///< [ntx]
 };
 

@@ -25,16 +25,16 @@ struct UltrasoundSimConfig {
   std::vector<das::Vec3> scatterers;  ///< positions (m)
   std::vector<double> amplitudes;     ///< [scatterers]; empty = all 1
   das::SampleType sample_type = das::SampleType::rf;
-  double fc = 5e6;          ///< centre frequency (Hz)
-  double bandwidth = 0.6;   ///< fractional -6 dB bandwidth
-  double fs = 20e6;         ///< sampling frequency (Hz)
-  double c = 1540;          ///< sound speed (m/s)
-  double t0 = 0;            ///< time of sample 0 (s)
+  double fc = 5e6;         ///< centre frequency (Hz)
+  double bandwidth = 0.6;  ///< fractional -6 dB bandwidth
+  double fs = 20e6;        ///< sampling frequency (Hz)
+  double c = 1540;         ///< sound speed (m/s)
+  double t0 = 0;           ///< time of sample 0 (s)
   std::int64_t nsamples = 0;
   std::int64_t frames = 1;
-  double noise = 0;         ///< white Gaussian noise, standard deviation relative to the largest
-                            ///< scatterer amplitude
-  std::uint32_t seed = 1;   ///< noise and speckle seed (recorded by the CLI)
+  double noise = 0;        ///< white Gaussian noise, standard deviation relative to the largest
+                           ///< scatterer amplitude
+  std::uint32_t seed = 1;  ///< noise and speckle seed (recorded by the CLI)
 
   /// Throws invalid_argument naming the field.
   void validate() const;
