@@ -106,29 +106,22 @@ template <bool IQ, class S>
 void launch_bi(int repeats, int threads, const GeometryArgs& g, const DelayParams& P,
                const void* data, std::int64_t bp, float2* out, cudaStream_t s) {
   constexpr int VEC = 16 / sizeof(S);
+  // R = 8 is built only where its accumulators fit in 32 floats (fp32 storage).
+  constexpr bool kHasR8 = (IQ ? 2 : 1) * 8 * VEC <= 32;
+  if (repeats >= 8 && !kHasR8) repeats = 4;
   const int span = kLanes * VEC * repeats;
   const int voxels_per_block = threads / 32 * kVoxelsPerWarp;
   const dim3 grid(static_cast<unsigned>((g.nvoxels + voxels_per_block - 1) / voxels_per_block),
                   static_cast<unsigned>((bp + span - 1) / span));
   const S* d = static_cast<const S*>(data);
-  switch (repeats) {
-    case 1:
-      bi_kernel<IQ, S, 1><<<grid, threads, 0, s>>>(g, P, d, bp, out);
-      break;
-    case 2:
-      bi_kernel<IQ, S, 2><<<grid, threads, 0, s>>>(g, P, d, bp, out);
-      break;
-    case 4:
-      bi_kernel<IQ, S, 4><<<grid, threads, 0, s>>>(g, P, d, bp, out);
-      break;
-    default:
-      // R = 8 only where its accumulators fit in 32 floats (fp32 storage); see rmax below.
-      if constexpr ((IQ ? 2 : 1) * 8 * VEC <= 32)
-        bi_kernel<IQ, S, 8><<<grid, threads, 0, s>>>(g, P, d, bp, out);
-      else
-        bi_kernel<IQ, S, 4><<<grid, threads, 0, s>>>(g, P, d, bp, out);
-      break;
-  }
+  if (repeats == 1)
+    bi_kernel<IQ, S, 1><<<grid, threads, 0, s>>>(g, P, d, bp, out);
+  else if (repeats == 2)
+    bi_kernel<IQ, S, 2><<<grid, threads, 0, s>>>(g, P, d, bp, out);
+  else if (repeats == 4 || !kHasR8)
+    bi_kernel<IQ, S, 4><<<grid, threads, 0, s>>>(g, P, d, bp, out);
+  else if constexpr (kHasR8)
+    bi_kernel<IQ, S, 8><<<grid, threads, 0, s>>>(g, P, d, bp, out);
   WB_CUDA_CHECK_LAUNCH();
 }
 
