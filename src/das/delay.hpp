@@ -39,9 +39,12 @@ struct Element {
 };
 
 /// Interpolation weights of samples k and k+1 (complex for IQ); k < 0 when the term is skipped.
+/// a = (1 - f) c and b = f c, with c = w exp(2 pi i fc tau) (w for RF) also kept apart, for
+/// kernels that interpolate first and rotate after.
 struct Coeff {
   float ar, ai, br, bi;
   int k;
+  float f = 0.f, cr = 0.f, ci = 0.f;
 };
 
 WB_DAS_HD double dmul(double a, double b) {
@@ -128,6 +131,9 @@ WB_DAS_HD Coeff das_coefficients(const DelayParams& P, double px, double py, dou
   r.br = f * cr;
   r.bi = f * ci;
   r.k = static_cast<int>(kf);
+  r.f = f;
+  r.cr = cr;
+  r.ci = ci;
   return r;
 }
 
