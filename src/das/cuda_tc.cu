@@ -63,10 +63,11 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
       kmin = __reduce_min_sync(0xffffffffu, kmin);
       kmax = __reduce_max_sync(0xffffffffu, kmax);
-      // One product per distinct sample index kk touched by this (voxel, rx) tile.
-      for (int kk = kmin; kk <= kmax; ++kk) {
-        bool any = false;
+      // One product per distinct sample index kk touched by this (voxel, rx) tile, visited in
+      // increasing order (indices no tap uses are skipped, so scattered voxels cost no more).
+      for (int kk = kmin; kk <= kmax;) {
         __syncwarp();  // the previous kk's fragments are loaded before A is rewritten
+        int next = INT_MAX;
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
           const int p = lane + 32 * i, v = p / RX, mm = p % RX;
@@ -75,13 +76,13 @@ __global__ void __launch_bounds__(kWarps * 32)
             if (cf[i].k == kk) {
               wr += cf[i].ar;
               wi += cf[i].ai;
-              any = true;
             }
             if (cf[i].k + 1 == kk) {
               wr += cf[i].br;
               wi += cf[i].bi;
-              any = true;
             }
+            if (cf[i].k > kk) next = min(next, cf[i].k);
+            if (cf[i].k + 1 > kk) next = min(next, cf[i].k + 1);
           }
           if constexpr (IQ) {
             a_sm[warp][0][v * 16 + 2 * mm] = __float2half_rn(wr);
@@ -92,13 +93,15 @@ __global__ void __launch_bounds__(kWarps * 32)
             a_sm[warp][0][v * 16 + mm] = __float2half_rn(wr);
           }
         }
-        if (!__any_sync(0xffffffffu, any)) continue;
+        const int this_kk = kk;
+        kk = __reduce_min_sync(0xffffffffu, next);
         __syncwarp();
         wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa_re, fa_im;
         wmma::load_matrix_sync(fa_re, a_sm[warp][0], 16);
         if constexpr (IQ) wmma::load_matrix_sync(fa_im, a_sm[warp][1], 16);
         const __half* brow =
-            data + ((static_cast<std::int64_t>(kk) * g.ntx + q) * nrxp + m0) * kPlanes * bp + b0;
+            data + ((static_cast<std::int64_t>(this_kk) * g.ntx + q) * nrxp + m0) * kPlanes * bp +
+            b0;
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
           if (b0 + 16 * t < bp) {
