@@ -15,6 +15,9 @@ void add_simulate_voltages_command(CLI::App& app);
 void add_beamform_command(CLI::App& app);
 void add_beam_pattern_command(CLI::App& app);
 void add_bench_beamform_command(CLI::App& app);
+void add_das_command(CLI::App& app);
+void add_simulate_ultrasound_command(CLI::App& app);
+void add_bench_das_command(CLI::App& app);
 
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);

@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   add_beamform_command(app);
   add_beam_pattern_command(app);
   add_bench_beamform_command(app);
+  add_das_command(app);
+  add_simulate_ultrasound_command(app);
+  add_bench_das_command(app);
 
   try {
     app.parse(argc, argv);

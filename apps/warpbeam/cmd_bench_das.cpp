@@ -1,0 +1,267 @@
+// `warpbeam bench das --config U1|U2 --backend cuda|cpu [--algorithm X --storage S] [--sweep]`:
+// points per second (voxels x receivers x transmits x frames / s) of every DAS variant on a
+// reference configuration, against the baseline (BL, fp32) measured in the same run with the
+// same settings, plus each variant's largest deviation from that baseline.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "warpbeam/bench.hpp"
+#include "warpbeam/das.hpp"
+#include "warpbeam/format.hpp"
+#include "warpbeam/io/output_file.hpp"
+#include "warpbeam/provenance.hpp"
+
+namespace warpbeam::cli {
+
+namespace {
+
+int omp_threads() {
+  return omp_get_max_threads();
+}
+
+struct BenchOptions {
+  std::string config = "U1", backend = "cuda", algorithm, storage = "fp32", json;
+  bool sweep = false;
+  int repeats = 7;
+  std::int64_t batch = 0;
+};
+
+struct Variant {
+  das::Algorithm algorithm;
+  das::Storage storage;
+  std::string name() const {
+    return fmt::format("{}-{}", das::to_string(algorithm), das::to_string(storage));
+  }
+};
+
+struct Result {
+  std::string name;
+  das::CudaTuning tuning;
+  bench::Timing timing;
+  double max_rel_error = 0;
+  bool checked = false, pass = true;
+};
+
+std::vector<std::complex<float>> random_iq(std::size_t n) {
+  std::vector<std::complex<float>> v(n);
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto next = [&x] {  // xorshift64*: fast, fixed seed
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    return static_cast<float>((x * 0x2545f4914f6cdd1dull) >> 40) / 16777216.f * 2.f - 1.f;
+  };
+  for (auto& z : v)
+    z = {next(), next()};
+  return v;
+}
+
+std::vector<das::CudaTuning> tunings(das::Algorithm a, bool sweep) {
+  if (!sweep || a == das::Algorithm::tensor_core) return {das::CudaTuning{}};
+  std::vector<das::CudaTuning> t;
+  for (int threads : {128, 256}) {
+    if (a == das::Algorithm::baseline)
+      for (int tb : {4, 8, 16})
+        t.push_back({tb, 0, threads});
+    else
+      for (int r : {1, 2, 4, 8})
+        t.push_back({0, r, threads});
+  }
+  return t;
+}
+
+double max_rel(const std::vector<std::complex<float>>& a,
+               const std::vector<std::complex<float>>& b) {
+  double err = 0, ref = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double e = std::abs(std::complex<double>(a[i]) - std::complex<double>(b[i]));
+    err = std::isnan(e) ? INFINITY : std::max(err, e);
+    ref = std::max(ref, static_cast<double>(std::abs(b[i])));
+  }
+  return ref > 0 ? err / ref : INFINITY;
+}
+
+void run_bench(const BenchOptions& o) {
+  das::DasConfig base = das::reference_config(o.config);
+  if (o.batch > 0) base.batch = o.batch;
+  const Backend backend = resolve_backend(parse_backend(o.backend));
+  const std::size_t nin =
+      static_cast<std::size_t>(base.batch * base.nrx() * base.ntx() * base.nsamples);
+  const auto host_in = random_iq(nin);
+  const double points = static_cast<double>(base.nvoxels()) * base.nrx() * base.ntx() * base.batch;
+  nlohmann::json j = {
+      {"benchmark", "das"},
+      {"config", o.config},
+      {"backend", std::string(to_string(backend))},
+      {"shape",
+       {{"voxels", base.nvoxels()},
+        {"rx", base.nrx()},
+        {"tx", base.ntx()},
+        {"samples", base.nsamples},
+        {"batch", base.batch}}},
+      {"sample_type", "iq"},
+      {"fnumber", base.fnumber ? nlohmann::json(*base.fnumber) : nlohmann::json(nullptr)},
+      {"window", "boxcar"},
+      {"points_per_execute", points},
+      {"timing",
+       "median of CUDA-event-timed execute() calls after 2 warm-ups; "
+       "execute includes the layout change of the input"}};
+  std::string summary;
+  if (backend == Backend::cpu) {
+    das::DasPlan plan(base, Backend::cpu);
+    std::vector<std::complex<float>> out(static_cast<std::size_t>(base.batch * base.nvoxels()));
+    const auto t = bench::time_host(
+        [&] {
+          plan.execute(View<const std::complex<float>, 4>(host_in.data(), plan.input_shape()),
+                       View<std::complex<float>, 2>(out.data(), plan.output_shape()));
+        },
+        1, std::max(1, o.repeats / 3));
+    j["variants"] = {{{"name", "cpu-reference"},
+                      {"median_ms", t.median_s * 1e3},
+                      {"min_ms", t.min_s * 1e3},
+                      {"points_per_s", points / t.median_s},
+                      {"threads", omp_threads()}}};
+    summary = fmt::format("das {} cpu ({} threads, batch {}): {:.1f} ms, {:.3g} points/s", o.config,
+                          omp_threads(), base.batch, t.median_s * 1e3, points / t.median_s);
+  } else {
+    const auto ceilings = bench::measure_device_ceilings();
+    j["ceilings"] = bench::to_json(ceilings);
+    Stream stream;
+    DeviceArray<std::complex<float>> din(nin),
+        dout(static_cast<std::size_t>(base.batch * base.nvoxels()));
+    copy_bytes(din.data(), host_in.data(), din.bytes());
+    std::vector<Variant> variants = {{das::Algorithm::baseline, das::Storage::fp32}};
+    if (!o.algorithm.empty()) {
+      const Variant v{das::parse_algorithm(o.algorithm), das::parse_storage(o.storage)};
+      if (v.name() != variants[0].name()) variants.push_back(v);
+    } else {
+      variants.push_back({das::Algorithm::baseline, das::Storage::fp16});
+      variants.push_back({das::Algorithm::batch_inner, das::Storage::fp32});
+      variants.push_back({das::Algorithm::batch_inner, das::Storage::fp16});
+      variants.push_back({das::Algorithm::tensor_core, das::Storage::fp16});
+    }
+    std::vector<std::complex<float>> ref, got(dout.size());
+    std::vector<Result> results;
+    for (const auto& v : variants) {
+      Result best;
+      best.name = v.name();
+      best.timing.median_s = INFINITY;
+      for (const auto& tu : tunings(v.algorithm, o.sweep)) {
+        das::DasConfig c = base;
+        c.algorithm = v.algorithm;
+        c.storage = v.storage;
+        c.tuning = tu;
+        das::DasPlan plan(c, Backend::cuda);
+        const View<const std::complex<float>, 4> in(din.data(), plan.input_shape(), Space::device);
+        const View<std::complex<float>, 2> out(dout.data(), plan.output_shape(), Space::device);
+        for (int w = 0; w < 2; ++w)
+          plan.execute(in, out, &stream);
+        std::vector<double> ms;
+        Event a, b;
+        for (int r = 0; r < o.repeats; ++r) {
+          a.record(&stream);
+          plan.execute(in, out, &stream);
+          b.record(&stream);
+          b.synchronize();
+          ms.push_back(b.elapsed_ms_since(a));
+        }
+        std::sort(ms.begin(), ms.end());
+        const double med = ms[ms.size() / 2] * 1e-3;
+        if (med < best.timing.median_s) {
+          best.timing = {med, ms.front() * 1e-3, ms.back() * 1e-3, static_cast<int>(ms.size())};
+          best.tuning = tu;
+          // Numbers of this configuration against the baseline's.
+          device_memset(dout.data(), 0xFF, dout.bytes(), &stream);
+          plan.execute(in, out, &stream);
+          stream.synchronize();
+          copy_bytes(got.data(), dout.data(), dout.bytes());
+          if (ref.empty()) {
+            ref = got;
+          } else {
+            best.max_rel_error = max_rel(got, ref);
+            best.checked = true;
+            const double tol =
+                v.storage == das::Storage::fp32 && v.algorithm != das::Algorithm::tensor_core
+                    ? 1e-5
+                    : 1e-2;
+            best.pass = best.max_rel_error <= tol;
+          }
+        }
+      }
+      results.push_back(best);
+    }
+    const double base_s = results[0].timing.median_s;
+    const double flops = 16.0 * points;  // 8 fp32 FMA per complex point (interpolate + rotate)
+    const double bytes = static_cast<double>(din.bytes() + dout.bytes());
+    nlohmann::json arr = nlohmann::json::array();
+    const Result* fastest = &results[0];
+    for (const auto& r : results) {
+      if (r.timing.median_s < fastest->timing.median_s) fastest = &r;
+      arr.push_back(
+          {{"name", r.name},
+           {"median_ms", r.timing.median_s * 1e3},
+           {"min_ms", r.timing.min_s * 1e3},
+           {"max_ms", r.timing.max_s * 1e3},
+           {"points_per_s", points / r.timing.median_s},
+           {"speedup_vs_bl", base_s / r.timing.median_s},
+           {"fp32_fma_fraction", flops / r.timing.median_s / ceilings.fp32_fma_flop_per_s},
+           {"hbm_fraction_min_bytes", bytes / r.timing.median_s / ceilings.copy_bytes_per_s},
+           {"tuning",
+            {{"batch_tile", r.tuning.batch_tile},
+             {"bi_repeats", r.tuning.bi_repeats},
+             {"threads_per_block", r.tuning.threads_per_block}}},
+           {"max_rel_error_vs_bl", r.max_rel_error},
+           {"check", r.checked ? (r.pass ? "pass" : "FAIL") : "baseline"}});
+      fmt::print("{:<10} {:9.3f} ms  {:.3g} points/s  x{:.2f} vs BL  err {:.2e} {}\n", r.name,
+                 r.timing.median_s * 1e3, points / r.timing.median_s, base_s / r.timing.median_s,
+                 r.max_rel_error, r.checked ? (r.pass ? "ok" : "FAIL") : "");
+    }
+    j["variants"] = arr;
+    j["baseline"] = results[0].name;
+    j["best"] = fastest->name;
+    const std::string target = o.config == "U2"   ? " (target <= 13.6 ms)"
+                               : o.config == "U1" ? " (target <= 0.17 ms)"
+                                                  : "";
+    summary = fmt::format(
+        "das {} cuda: best {} {:.3f} ms ({:.3g} points/s, x{:.2f} vs BL {:.3f} ms){}", o.config,
+        fastest->name, fastest->timing.median_s * 1e3, points / fastest->timing.median_s,
+        base_s / fastest->timing.median_s, base_s * 1e3, target);
+    for (const auto& r : results)
+      if (!r.pass) summary += fmt::format("; {} numbers FAIL ({:.1e})", r.name, r.max_rel_error);
+  }
+  fmt::print("{}\n", summary);
+  j["summary"] = summary;
+  j["provenance"] = provenance();
+  if (!o.json.empty()) io::write_text_file(o.json, j.dump(2) + "\n");
+}
+
+}  // namespace
+
+void add_bench_das_command(CLI::App& app) {
+  auto* bench = app.get_subcommand("bench");
+  auto* cmd = bench->add_subcommand("das", "Delay-and-sum variants on U1 or U2 (points/s)");
+  auto o = std::make_shared<BenchOptions>();
+  cmd->add_option("--config", o->config, "Reference configuration: U1 or U2")
+      ->check(CLI::IsMember({"U1", "U2"}))
+      ->capture_default_str();
+  cmd->add_option("--algorithm", o->algorithm,
+                  "Only this variant (bl, bi, tc) besides the BL baseline; default: all");
+  cmd->add_option("--storage", o->storage, "Storage of --algorithm: fp32 or fp16")
+      ->check(CLI::IsMember({"fp32", "fp16"}))
+      ->capture_default_str();
+  cmd->add_flag("--sweep", o->sweep, "Try the tile sizes of each variant and report the best");
+  cmd->add_option("--repeats", o->repeats, "Timed repeats")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Override the batch (frames)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--json", o->json, "Write the record as JSON to this file");
+  add_backend_option(*cmd, o->backend);
+  cmd->callback([o] { run_bench(*o); });
+}
+
+}  // namespace warpbeam::cli

@@ -1,0 +1,185 @@
+// `warpbeam das IN --grid ... --out ...`: delay-and-sum of ultrasound channel data (.mat or UFF)
+// onto a 2-D or 3-D grid, with PyMUST's B-mode chain (RF -> IQ demodulation, DAS, envelope,
+// log compression). Products: PNG (B-mode of one frame; a slice for volumes), NumPy .npy or HDF5
+// (envelope [batch][nz][ny][nx]), each with a JSON side file of parameters and provenance.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "warpbeam/das.hpp"
+#include "warpbeam/format.hpp"
+#include "warpbeam/io/image.hpp"
+#include "warpbeam/io/output_file.hpp"
+#include "warpbeam/io/ultrasound.hpp"
+#include "warpbeam/provenance.hpp"
+
+namespace warpbeam::cli {
+
+namespace {
+
+struct DasOptions {
+  std::string input, grid, out, npy, backend = "auto", algorithm = "auto", storage = "fp32";
+  std::string window = "boxcar", slice;
+  double fnumber = -1;  // < 0: not given (full aperture)
+  bool fnumber_given = false;
+  double tukey_alpha = 0.5, dynamic_range = 30, bandwidth = -1, c = 0;
+  int frame = 0;
+};
+
+std::string extension(const std::string& path) {
+  return std::filesystem::path(path).extension().string();
+}
+
+void run_das(const DasOptions& o) {
+  // Option values first (exit 2), then the file (exit 1).
+  const das::Grid grid = das::parse_grid(o.grid);
+  if (o.fnumber_given && !(o.fnumber > 0))
+    fail(ErrorCategory::invalid_argument, "--fnumber = {} must be > 0 (omit it for full aperture)",
+         o.fnumber);
+  if (!(o.dynamic_range > 0))
+    fail(ErrorCategory::invalid_argument, "--dynamic-range = {} dB must be > 0", o.dynamic_range);
+  const std::string ext = extension(o.out);
+  if (ext != ".png" && ext != ".npy" && ext != ".h5" && ext != ".hdf5")
+    fail(ErrorCategory::invalid_argument, "--out {}: expected .png, .npy, .h5 or .hdf5", o.out);
+  if (!o.npy.empty() && extension(o.npy) != ".npy")
+    fail(ErrorCategory::invalid_argument, "--npy {}: expected a .npy file", o.npy);
+  das::SliceAxis axis = das::SliceAxis::y;
+  std::int64_t slice_index = -1;
+  if (!o.slice.empty()) {
+    const auto colon = o.slice.find(':');
+    const std::string a = o.slice.substr(0, colon);
+    if (colon == std::string::npos || (a != "x" && a != "y" && a != "z"))
+      fail(ErrorCategory::invalid_argument, "--slice '{}' must be x:INDEX, y:INDEX or z:INDEX",
+           o.slice);
+    axis = a == "x" ? das::SliceAxis::x : a == "y" ? das::SliceAxis::y : das::SliceAxis::z;
+    slice_index = std::stoll(o.slice.substr(colon + 1));
+  }
+  das::DasConfig c;
+  c.algorithm = das::parse_algorithm(o.algorithm);
+  c.storage = das::parse_storage(o.storage);
+  c.window = das::parse_window(o.window);
+  c.tukey_alpha = o.tukey_alpha;
+  if (o.fnumber_given) c.fnumber = o.fnumber;
+  c.voxels = grid.voxels();
+
+  const io::UltrasoundData d = io::read_ultrasound(o.input);
+  if (o.frame < 0 || o.frame >= d.batch)
+    fail(ErrorCategory::invalid_argument, "--frame {} is outside [0, {}]", o.frame, d.batch - 1);
+  c.sample_type = das::SampleType::iq;
+  c.batch = d.batch;
+  c.nsamples = d.nsamples;
+  c.fs = d.fs;
+  c.fc = d.fc;
+  c.t0 = d.t0;
+  c.c = o.c > 0 ? o.c : d.c;
+  c.probe = d.probe;
+  c.transmits = d.transmits;
+  std::vector<std::complex<float>> iq = d.iq;
+  double bandwidth = o.bandwidth > 0 ? o.bandwidth : d.bandwidth;
+  if (d.sample_type == das::SampleType::rf) {
+    if (!(d.fc > 0)) fail(ErrorCategory::format, "{}: RF data without a centre frequency", o.input);
+    // PyMUST's rf2iq: Wn = bandwidth * fc / fs, or min(2 fc / fs, 0.5) without a bandwidth.
+    iq = das::rf_to_iq(d.rf.data(), d.batch * d.nrx * d.ntx, d.nsamples, d.fs, d.fc, d.t0,
+                       bandwidth > 0 ? bandwidth : 0);
+  }
+  das::DasPlan plan(c, parse_backend(o.backend));
+  std::vector<std::complex<float>> out(static_cast<std::size_t>(c.batch * c.nvoxels()));
+  if (plan.backend() == Backend::cuda) {
+    DeviceArray<std::complex<float>> din(iq.size()), dout(out.size());
+    copy_bytes(din.data(), iq.data(), din.bytes());
+    plan.execute(View<const std::complex<float>, 4>(din.data(), plan.input_shape(), Space::device),
+                 View<std::complex<float>, 2>(dout.data(), plan.output_shape(), Space::device));
+    copy_bytes(out.data(), dout.data(), dout.bytes());
+  } else {
+    plan.execute(View<const std::complex<float>, 4>(iq.data(), plan.input_shape()),
+                 View<std::complex<float>, 2>(out.data(), plan.output_shape()));
+  }
+  const auto env = das::envelope(out.data(), static_cast<std::int64_t>(out.size()));
+  const auto shape = grid.shape();
+  const std::vector<std::int64_t> vshape = {c.batch, shape[0], shape[1], shape[2]};
+  nlohmann::json meta = {
+      {"input", o.input},
+      {"grid", o.grid},
+      {"shape_batch_z_y_x", vshape},
+      {"fnumber", o.fnumber_given ? nlohmann::json(o.fnumber) : nlohmann::json(nullptr)},
+      {"window", o.window},
+      {"tukey_alpha", o.tukey_alpha},
+      {"demodulated_bandwidth", d.sample_type == das::SampleType::rf ? bandwidth : 0.0},
+      {"dynamic_range_db", o.dynamic_range},
+      {"backend", std::string(to_string(plan.backend()))},
+      {"algorithm", std::string(das::to_string(plan.algorithm()))},
+      {"storage", o.storage},
+      {"sound_speed", c.c},
+      {"provenance", provenance()}};
+  if (ext == ".png") {
+    const auto levels = das::bmode_levels(env, o.dynamic_range);  // max over all frames
+    const std::int64_t per = shape[0] * shape[1] * shape[2];
+    std::vector<float> frame(levels.begin() + o.frame * per, levels.begin() + (o.frame + 1) * per);
+    std::int64_t rows = shape[0], cols = shape[2];
+    if (!grid.is_2d()) {
+      if (slice_index < 0) slice_index = shape[1] / 2;
+      frame = das::slice(frame, shape, axis, slice_index, &rows, &cols);
+      meta["slice"] = {{"axis", axis == das::SliceAxis::x   ? "x"
+                                : axis == das::SliceAxis::y ? "y"
+                                                            : "z"},
+                       {"index", slice_index}};
+    }
+    meta["frame"] = o.frame;
+    io::write_png(o.out, frame.data(), static_cast<int>(rows), static_cast<int>(cols), 0.f, 255.f);
+  } else if (ext == ".npy") {
+    io::write_npy(o.out, env.data(), vshape);
+  } else {
+    io::write_hdf5_volume(o.out, "envelope", env.data(), vshape,
+                          {{"x_start", grid.x.start},
+                           {"x_step", grid.x.step},
+                           {"y_start", grid.y.start},
+                           {"y_step", grid.y.step},
+                           {"z_start", grid.z.start},
+                           {"z_step", grid.z.step}},
+                          meta);
+  }
+  if (!o.npy.empty()) io::write_npy(o.npy, env.data(), vshape);
+  io::write_text_file(o.out + ".json", meta.dump(2) + "\n");
+  fmt::print("das: {} frames x {} voxels x {} rx x {} tx ({} {}) -> {}\n", c.batch, c.nvoxels(),
+             c.nrx(), c.ntx(), to_string(plan.backend()), das::to_string(plan.algorithm()), o.out);
+}
+
+}  // namespace
+
+void add_das_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "das", "Delay-and-sum beamforming of ultrasound channel data (.mat or UFF) to a B-mode");
+  auto o = std::make_shared<DasOptions>();
+  cmd->add_option("IN", o->input, "Channel data: Verasonics/PyMUST .mat or UFF (.uff)")->required();
+  cmd->add_option("--grid", o->grid,
+                  "Grid in metres: x0:x1:dx,z0:z1:dz (2-D) or x0:x1:dx,y0:y1:dy,z0:z1:dz")
+      ->required();
+  cmd->add_option("--out", o->out, "Product: .png (B-mode), .npy or .h5 (envelope volume)")
+      ->required();
+  cmd->add_option("--npy", o->npy, "Also write the envelope [batch][z][y][x] as .npy");
+  auto* fn = cmd->add_option("--fnumber", o->fnumber,
+                             "Receive f-number (> 0); omit for the full aperture");
+  cmd->add_option("--window", o->window, "Receive window: boxcar, hann or tukey")
+      ->capture_default_str();
+  cmd->add_option("--tukey-alpha", o->tukey_alpha, "Tukey taper fraction (0, 1]")
+      ->capture_default_str();
+  cmd->add_option("--algorithm", o->algorithm, "CUDA variant: auto, bl, bi, tc")
+      ->capture_default_str();
+  cmd->add_option("--storage", o->storage, "CUDA channel-data storage: fp32 or fp16")
+      ->capture_default_str();
+  cmd->add_option("--dynamic-range", o->dynamic_range, "B-mode dynamic range (dB)")
+      ->capture_default_str();
+  cmd->add_option("--bandwidth", o->bandwidth,
+                  "Fractional bandwidth for the RF -> IQ low-pass (default: from the file)");
+  cmd->add_option("--c", o->c, "Sound speed override (m/s)");
+  cmd->add_option("--frame", o->frame, "Frame shown in the PNG")->capture_default_str();
+  cmd->add_option("--slice", o->slice, "Slice of a volume for the PNG: x:I, y:I or z:I");
+  add_backend_option(*cmd, o->backend);
+  cmd->callback([o, fn] {
+    o->fnumber_given = fn->count() > 0;
+    run_das(*o);
+  });
+}
+
+}  // namespace warpbeam::cli

@@ -1,0 +1,46 @@
+#pragma once
+// Internal: the kernel behind a DasPlan. One executor per backend and variant (cpu.cpp,
+// cuda_bl.cu, cuda_bi.cu, cuda_tc.cu); plan.cpp picks one. Each gets the validated config, the
+// transmit delay table and the constants of the delay model.
+#include <complex>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "das/delay.hpp"
+#include "warpbeam/das.hpp"
+
+namespace warpbeam::das::detail {
+
+struct PlanData {
+  const DasConfig& config;
+  const std::vector<double>& tx_delays;  // [ntx][nvoxels] (s)
+  const DelayParams& params;
+  const std::vector<Element>& elements;  // [nrx]
+};
+
+/// The delay constants and receive elements of a validated config.
+DelayParams make_delay_params(const DasConfig& config);
+std::vector<Element> make_elements(const DasConfig& config);
+
+/// A voxel order that keeps neighbouring voxels together (Morton order of the coordinates
+/// quantised over their bounding box), so that the voxels of one GPU thread block read nearby
+/// samples. order[i] is the voxel computed in slot i.
+std::vector<std::int32_t> locality_order(const std::vector<Vec3>& voxels);
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  /// `in`: float [batch][nrx][ntx][nsamples] (RF) or complex<float> (IQ), in the plan's memory
+  /// space; out: [batch][nvoxels]. Shapes and spaces are already checked by the plan.
+  virtual void execute(const PlanData& plan, const void* in, std::complex<float>* out,
+                       const Stream* stream) = 0;
+};
+
+std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
+// Defined in the .cu files; in a build without CUDA, plan.cpp never calls them.
+std::unique_ptr<Executor> make_cuda_bl_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_cuda_bi_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_cuda_tc_executor(const PlanData& plan);
+
+}  // namespace warpbeam::das::detail
