@@ -16,14 +16,22 @@ namespace fftest {
 struct Cx {
   std::complex<double> v;
 };
-inline Cx add(Cx a, Cx b) { return {a.v + b.v}; }
-inline Cx sub(Cx a, Cx b) { return {a.v - b.v}; }
-inline Cx mul_neg_i(Cx a) { return {a.v * std::complex<double>(0, -1)}; }
-inline Cx mul_pos_i(Cx a) { return {a.v * std::complex<double>(0, 1)}; }
+inline Cx add(Cx a, Cx b) {
+  return {a.v + b.v};
+}
+inline Cx sub(Cx a, Cx b) {
+  return {a.v - b.v};
+}
+inline Cx mul_neg_i(Cx a) {
+  return {a.v * std::complex<double>(0, -1)};
+}
+inline Cx mul_pos_i(Cx a) {
+  return {a.v * std::complex<double>(0, 1)};
+}
 template <int E>
 Cx mul_const(Cx a, warpbeam::epic::fft::Root16<E>) {
-  return {a.v * std::complex<double>(warpbeam::epic::fft::kCos16[E],
-                                     -warpbeam::epic::fft::kSin16[E])};
+  return {a.v *
+          std::complex<double>(warpbeam::epic::fft::kCos16[E], -warpbeam::epic::fft::kSin16[E])};
 }
 
 constexpr double kPi = 3.14159265358979323846;
@@ -204,8 +212,8 @@ void check_fused_flow(int rows) {
       }
       for (int q = 0; q < Q; ++q)
         for (int k = 0; k < 16; ++k) {
-          const std::size_t pix = static_cast<std::size_t>(F::output_index(q, k)) * N +
-                                  rank * NC + col;
+          const std::size_t pix =
+              static_cast<std::size_t>(F::output_index(q, k)) * N + rank * NC + col;
           ASSERT_EQ(img[pix], -1) << "pixel written twice";
           img[pix] = acc[q * 16 + k];
         }
@@ -275,9 +283,14 @@ TEST(EpicBlockFft, HalfPrecisionConstantsRoundCorrectly) {
   };
   // 1 = 0x3C00, -1 = 0xBC00, 0.5 = 0x3800, 1/128 = 0x2000, 1/256 = 0x1C00, 0.70710678 = 0x39A8,
   // 0.92387953 = 0x3B64, 0.38268343 = 0x361F.
-  const Case cases[] = {{1.0, 0x3C00},     {-1.0, 0xBC00},        {0.5, 0x3800},
-                        {1.0 / 128, 0x2000}, {1.0 / 256, 0x1C00}, {0.70710678118654752, 0x39A8},
-                        {0.92387953251128674, 0x3B64}, {0.38268343236508977, 0x361F}};
+  const Case cases[] = {{1.0, 0x3C00},
+                        {-1.0, 0xBC00},
+                        {0.5, 0x3800},
+                        {1.0 / 128, 0x2000},
+                        {1.0 / 256, 0x1C00},
+                        {0.70710678118654752, 0x39A8},
+                        {0.92387953251128674, 0x3B64},
+                        {0.38268343236508977, 0x361F}};
   for (const auto& c : cases)
     EXPECT_EQ(warpbeam::epic::fft::half_bits(c.x), c.bits) << c.x;
 }

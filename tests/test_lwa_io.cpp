@@ -95,9 +95,8 @@ TEST(LwaTbf, RealFileHasTheDocumentedLayout) {
   r.read(0, 1, 0, i.nchan(), v.data());
   const auto raw = read_all(path);
   for (int c = 0; c < i.nchan(); ++c)
-    ASSERT_EQ(std::memcmp(v.data() + c * 512, raw.data() + (c / 12) * 6168 + 24 + (c % 12) * 512,
-                          512),
-              0)
+    ASSERT_EQ(
+        std::memcmp(v.data() + c * 512, raw.data() + (c / 12) * 6168 + 24 + (c % 12) * 512, 512), 0)
         << "channel " << c;
   // Real voltages: not all zero, and both signs present.
   int nonzero = 0, negative = 0;
@@ -265,8 +264,7 @@ TEST(LwaSsmif, BadFilesGiveClearErrors) {
     return dir.file(name);
   };
   error_of([&] { read_ssmif(dir.file("missing.txt")); }, ErrorCategory::io);
-  EXPECT_NE(error_of([&] { read_ssmif(write("a.txt", "STD_LX[1] 1.0\n")); },
-                     ErrorCategory::format)
+  EXPECT_NE(error_of([&] { read_ssmif(write("a.txt", "STD_LX[1] 1.0\n")); }, ErrorCategory::format)
                 .find("N_STD"),
             std::string::npos);
   EXPECT_NE(error_of([&] { read_ssmif(write("b.txt", "N_STD 2\nSTD_LX[3] 1.0\n")); },

@@ -11,6 +11,9 @@ namespace warpbeam::cli {
 // themselves under app.get_subcommand("simulate") / ("bench"), which main() creates first.
 void add_info_command(CLI::App& app);
 void add_bench_ceilings_command(CLI::App& app);
+void add_image_command(CLI::App& app);
+void add_simulate_station_command(CLI::App& app);
+void add_bench_epic_command(CLI::App& app);
 
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);

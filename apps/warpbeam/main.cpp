@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   using namespace warpbeam::cli;
   add_info_command(app);
   add_bench_ceilings_command(app);
+  add_image_command(app);
+  add_simulate_station_command(app);
+  add_bench_epic_command(app);
 
   try {
     app.parse(argc, argv);

@@ -85,8 +85,8 @@ class Parser {
       used = 0;
     }
     if (used == 0 || used != s.size())
-      fail(ErrorCategory::format, "SSMIF '{}' line {}: '{}' is not an integer ({})", path_,
-           e.line, s, e.key);
+      fail(ErrorCategory::format, "SSMIF '{}' line {}: '{}' is not an integer ({})", path_, e.line,
+           s, e.key);
     return v;
   }
   double to_double(const std::string& s, const Entry& e) const {
@@ -98,8 +98,8 @@ class Parser {
       used = 0;
     }
     if (used == 0 || used != s.size() || !std::isfinite(v))
-      fail(ErrorCategory::format, "SSMIF '{}' line {}: '{}' is not a number ({})", path_, e.line,
-           s, e.key);
+      fail(ErrorCategory::format, "SSMIF '{}' line {}: '{}' is not a number ({})", path_, e.line, s,
+           e.key);
     return v;
   }
   /// The 0-based index of entry e's `which`-th index, checked against [1, n].
@@ -136,6 +136,30 @@ int Ssmif::tbf_antenna(int s, int p) const {
     fail(ErrorCategory::invalid_argument, "TBF input (stand index {}, pol {}) is not in SSMIF '{}'",
          s, p, path);
   return input_antenna[input];
+}
+
+TbfStationModel tbf_station_model(const Ssmif& ssmif, int tbf_nstand) {
+  if (tbf_nstand != ssmif.nstand())
+    fail(ErrorCategory::format,
+         "the TBF data hold {} stands but SSMIF '{}' describes {} (N_STD): wrong station file?",
+         tbf_nstand, ssmif.path, ssmif.nstand());
+  TbfStationModel m;
+  for (int s = 0; s < tbf_nstand; ++s) {
+    const int ax = ssmif.tbf_antenna(s, 0), ay = ssmif.tbf_antenna(s, 1);
+    const SsmifAntenna& x = ssmif.antennas.at(ax - 1);
+    const SsmifAntenna& y = ssmif.antennas.at(ay - 1);
+    if (x.stand != y.stand || x.pol != 0 || y.pol != 1)
+      fail(ErrorCategory::format,
+           "SSMIF '{}': TBF stand {} has antennas {} (stand {}, pol {}) and {} (stand {}, pol {}), "
+           "not the X and Y of one stand",
+           ssmif.path, s, ax, x.stand, x.pol, ay, y.stand, y.pol);
+    m.xyz_m.push_back(ssmif.stand_xyz_m.at(x.stand - 1));
+    m.stand_number.push_back(x.stand);
+    m.ok.push_back(x.status >= kSuspect && y.status >= kSuspect ? 1 : 0);
+    m.cables.push_back(ssmif.cables.at(x.cable - 1));
+    m.cables.push_back(ssmif.cables.at(y.cable - 1));
+  }
+  return m;
 }
 
 Ssmif read_ssmif(const std::string& path) {

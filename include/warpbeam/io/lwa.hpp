@@ -29,8 +29,8 @@ namespace warpbeam::io {
 // TBF
 // ---------------------------------------------------------------------------------------------
 
-inline constexpr double kLwaClockHz = 196e6;         ///< fS: time-tag ticks per second
-inline constexpr double kLwaChannelWidthHz = 25e3;   ///< fC: TBF channel width
+inline constexpr double kLwaClockHz = 196e6;                ///< fS: time-tag ticks per second
+inline constexpr double kLwaChannelWidthHz = 25e3;          ///< fC: TBF channel width
 inline constexpr std::int64_t kTbfTicksPerSpectrum = 7840;  ///< fS / fC
 inline constexpr std::uint32_t kTbfSyncWord = 0xDEC0DE5Cu;
 inline constexpr int kTbfId = 1;  ///< the id byte of a TBF frame (LSL: is_tbf)
@@ -111,7 +111,9 @@ void write_tbf(const std::string& path, const std::uint8_t* ci4, int nchan, std:
 
 /// Decodes one ci4 byte: real part from the high nibble, imaginary from the low, two's
 /// complement (-8 .. 7).
-constexpr int ci4_real(std::uint8_t b) { return static_cast<std::int8_t>(b & 0xF0) >> 4; }
+constexpr int ci4_real(std::uint8_t b) {
+  return static_cast<std::int8_t>(b & 0xF0) >> 4;
+}
 constexpr int ci4_imag(std::uint8_t b) {
   return static_cast<std::int8_t>(static_cast<std::uint8_t>(b << 4)) >> 4;
 }
@@ -131,7 +133,7 @@ enum SsmifStatus { kNotInstalled = 0, kBad = 1, kSuspect = 2, kOk = 3 };
 struct SsmifCable {
   std::string id = "UNK";
   int status = kOk;
-  double length_m = 0;          ///< RPD_LENG
+  double length_m = 0;            ///< RPD_LENG
   double velocity_factor = 0.83;  ///< RPD_VF / 100
   double dispersion_s = 2.4e-9;   ///< RPD_DD: dispersive delay per 100 m at ref_freq_hz
   double a0 = 0.00428, a1 = 0;    ///< RPD_A0, RPD_A1: attenuation coefficients
@@ -147,8 +149,8 @@ struct SsmifCable {
 
 /// An antenna (one polarisation of a stand).
 struct SsmifAntenna {
-  int stand = 0;   ///< 1-based stand number (ANT_STD; default (n-1)/2 + 1)
-  int pol = 0;     ///< ANT_ORIE: 0 = N-S (called X here), 1 = E-W (Y)
+  int stand = 0;     ///< 1-based stand number (ANT_STD; default (n-1)/2 + 1)
+  int pol = 0;       ///< ANT_ORIE: 0 = N-S (called X here), 1 = E-W (Y)
   int status = kOk;  ///< ANT_STAT
   int cable = 0;     ///< 1-based cable number (RPD_ANT; default: the antenna number)
 };
@@ -172,6 +174,24 @@ struct Ssmif {
   /// stand s, pol p is F-engine input 2s + p; the input -> antenna map is input_antenna.
   int tbf_antenna(int s, int p) const;
 };
+
+/// The station as a TBF file sees it: per TBF stand index s (0-based), the stand behind its two
+/// inputs (2s: pol 0 = X, 2s + 1: pol 1 = Y, through Ssmif::tbf_antenna) and their cables.
+struct TbfStationModel {
+  std::vector<std::array<double, 3>> xyz_m;  ///< [nstand] East, North, Up (m)
+  std::vector<std::uint8_t> ok;              ///< [nstand] 1 when both antennas are OK or suspect
+  std::vector<int> stand_number;             ///< [nstand] SSMIF stand number (1-based)
+  std::vector<SsmifCable> cables;            ///< [nstand][2]
+  int nstand() const { return static_cast<int>(xyz_m.size()); }
+  double cable_delay_s(int s, int p, double f_hz) const {
+    return cables.at(2 * s + p).delay_s(f_hz);
+  }
+};
+
+/// Builds the model of `tbf_nstand` TBF inputs. Throws format when the SSMIF describes a
+/// different number of stands, or when the two inputs of a TBF stand are not the X (N-S) and Y
+/// (E-W) antennas of one stand.
+TbfStationModel tbf_station_model(const Ssmif& ssmif, int tbf_nstand);
 
 /// Parses an SSMIF text file. Throws io when it cannot be read, format for a malformed line, a
 /// missing N_STD, an index out of range or a non-numeric value.
