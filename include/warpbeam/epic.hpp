@@ -64,8 +64,8 @@ enum Product { kXX = 0, kYY = 1, kXYre = 2, kXYim = 3 };
 
 /// Tunables of the fused CUDA kernel; 0 / -1 mean "the default chosen on the H200".
 struct FusedTuning {
-  int xy_in_shared = -1;      ///< keep the XY* accumulators in shared memory (1) or registers (0)
-  int spectra_per_pass = 0;   ///< spectra whose row FFTs share one pass and one cluster barrier
+  int xy_in_shared = -1;     ///< keep the XY* accumulators in shared memory (1) or registers (0)
+  int spectra_per_pass = 0;  ///< spectra whose row FFTs share one pass and one cluster barrier
 };
 
 /// Tunables of the multi-kernel CUDA path.
@@ -74,20 +74,20 @@ struct MultikernelTuning {
 };
 
 struct EpicConfig {
-  int nchan = 0;             ///< channels per gulp
-  int nstand = 0;            ///< dual-polarisation stands (inputs) per spectrum
-  std::int64_t ntime = 0;    ///< spectra per gulp (LWA-SV: 1000 = 40 ms)
-  std::vector<double> freqs_hz;                   ///< [nchan] centre frequencies (Hz)
-  std::vector<std::array<double, 3>> stand_xyz_m; ///< [nstand] East, North, Up (m)
-  std::vector<std::uint8_t> stand_ok;             ///< [nstand] 1 = use, 0 = flagged; empty = all
+  int nchan = 0;                 ///< channels per gulp
+  int nstand = 0;                ///< dual-polarisation stands (inputs) per spectrum
+  std::int64_t ntime = 0;        ///< spectra per gulp (LWA-SV: 1000 = 40 ms)
+  std::vector<double> freqs_hz;  ///< [nchan] centre frequencies (Hz)
+  std::vector<std::array<double, 3>> stand_xyz_m;  ///< [nstand] East, North, Up (m)
+  std::vector<std::uint8_t> stand_ok;              ///< [nstand] 1 = use, 0 = flagged; empty = all
   /// [nchan][nstand][2] complex factors applied to each voltage before gridding (e.g. cable-delay
   /// corrections exp(+2 pi i f tau)); empty = 1.
   std::vector<std::complex<float>> calibration;
   bool phase_to_zenith = true;  ///< multiply by exp(-2 pi i z / lambda): phase centre = zenith
 
-  int grid_size = 128;   ///< N: the image is N x N pixels (even; fused: 64, 128 or 256)
-  double cell_m = 0;     ///< aperture cell (m) at the highest frequency; 0 = lambda_min / 2
-  int support = 2;       ///< S: GCF support in cells, 1 .. 9
+  int grid_size = 128;  ///< N: the image is N x N pixels (even; fused: 64, 128 or 256)
+  double cell_m = 0;    ///< aperture cell (m) at the highest frequency; 0 = lambda_min / 2
+  int support = 2;      ///< S: GCF support in cells, 1 .. 9
   /// Stands farther than this from the centroid of the usable stands are not gridded (LWA-SV's
   /// outrigger, stand 256 at x = -293 m, would otherwise stretch the aperture fivefold).
   double max_stand_radius_m = 150;

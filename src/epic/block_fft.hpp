@@ -31,38 +31,16 @@
 namespace warpbeam::epic::fft {
 
 // cos and sin of 2 pi k / 16.
-constexpr double kCos16[16] = {1.0,
-                               0.92387953251128674,
-                               0.70710678118654752,
-                               0.38268343236508977,
-                               0.0,
-                               -0.38268343236508977,
-                               -0.70710678118654752,
-                               -0.92387953251128674,
-                               -1.0,
-                               -0.92387953251128674,
-                               -0.70710678118654752,
-                               -0.38268343236508977,
-                               0.0,
-                               0.38268343236508977,
-                               0.70710678118654752,
-                               0.92387953251128674};
-constexpr double kSin16[16] = {0.0,
-                               0.38268343236508977,
-                               0.70710678118654752,
-                               0.92387953251128674,
-                               1.0,
-                               0.92387953251128674,
-                               0.70710678118654752,
-                               0.38268343236508977,
-                               0.0,
-                               -0.38268343236508977,
-                               -0.70710678118654752,
-                               -0.92387953251128674,
-                               -1.0,
-                               -0.92387953251128674,
-                               -0.70710678118654752,
-                               -0.38268343236508977};
+constexpr double kCos16[16] = {
+    1.0,  0.92387953251128674,  0.70710678118654752,  0.38268343236508977,
+    0.0,  -0.38268343236508977, -0.70710678118654752, -0.92387953251128674,
+    -1.0, -0.92387953251128674, -0.70710678118654752, -0.38268343236508977,
+    0.0,  0.38268343236508977,  0.70710678118654752,  0.92387953251128674};
+constexpr double kSin16[16] = {
+    0.0,  0.38268343236508977,  0.70710678118654752,  0.92387953251128674,
+    1.0,  0.92387953251128674,  0.70710678118654752,  0.38268343236508977,
+    0.0,  -0.38268343236508977, -0.70710678118654752, -0.92387953251128674,
+    -1.0, -0.92387953251128674, -0.70710678118654752, -0.38268343236508977};
 
 /// IEEE binary16 bits of x (round to nearest even), at compile time; |x| in normal range or 0.
 constexpr std::uint16_t half_bits(double x) {
@@ -155,7 +133,8 @@ WB_HD void dft2(V& a0, V& a1) {
 }
 
 /// In-place 8-point DFT (natural order in and out), inputs x[p] for p >= M taken as zero.
-/// n = 2 n1 + n2, k = k1 + 4 k2: X[k1 + 4 k2] = sum_n2 w_2^(n2 k2) w_8^(n2 k1) DFT4_n1(x[2 n1 + n2]).
+/// n = 2 n1 + n2, k = k1 + 4 k2: X[k1 + 4 k2] = sum_n2 w_2^(n2 k2) w_8^(n2 k1) DFT4_n1(x[2 n1 +
+/// n2]).
 template <int M, class V>
 WB_HD void dft8(V (&x)[8]) {
   V y0[4] = {x[0], x[2], x[4], x[6]};
@@ -165,7 +144,7 @@ WB_HD void dft8(V (&x)[8]) {
   y1[1] = mul_root16<2>(y1[1]);
   y1[2] = mul_root16<4>(y1[2]);
   y1[3] = mul_root16<6>(y1[3]);
-WB_UNROLL
+  WB_UNROLL
   for (int k1 = 0; k1 < 4; ++k1) {
     x[k1] = add(y0[k1], y1[k1]);
     x[k1 + 4] = sub(y0[k1], y1[k1]);
@@ -177,11 +156,11 @@ WB_UNROLL
 template <int M, class V>
 WB_HD void dft16(V (&x)[16]) {
   V y[4][4];
-WB_UNROLL
+  WB_UNROLL
   for (int n2 = 0; n2 < 4; ++n2)
-WB_UNROLL
-    for (int n1 = 0; n1 < 4; ++n1)
-      y[n2][n1] = x[4 * n1 + n2];
+    WB_UNROLL
+  for (int n1 = 0; n1 < 4; ++n1)
+    y[n2][n1] = x[4 * n1 + n2];
   dft4<nonzero(M, 0, 4, 4)>(y[0][0], y[0][1], y[0][2], y[0][3]);
   dft4<nonzero(M, 1, 4, 4)>(y[1][0], y[1][1], y[1][2], y[1][3]);
   dft4<nonzero(M, 2, 4, 4)>(y[2][0], y[2][1], y[2][2], y[2][3]);
@@ -195,7 +174,7 @@ WB_UNROLL
   y[3][1] = mul_root16<3>(y[3][1]);
   y[3][2] = mul_root16<6>(y[3][2]);
   y[3][3] = mul_root16<9>(y[3][3]);
-WB_UNROLL
+  WB_UNROLL
   for (int k1 = 0; k1 < 4; ++k1) {
     V a0 = y[0][k1], a1 = y[1][k1], a2 = y[2][k1], a3 = y[3][k1];
     dft4<4>(a0, a1, a2, a3);
@@ -210,21 +189,21 @@ WB_HD void dft_small(V* x) {
     dft4<4>(x[0], x[1], x[2], x[3]);
   } else if constexpr (P == 8) {
     V t[8];
-WB_UNROLL
+    WB_UNROLL
     for (int i = 0; i < 8; ++i)
       t[i] = x[i];
     dft8<8>(t);
-WB_UNROLL
+    WB_UNROLL
     for (int i = 0; i < 8; ++i)
       x[i] = t[i];
   } else {
     static_assert(P == 16, "second-pass DFT sizes are 4, 8 and 16");
     V t[16];
-WB_UNROLL
+    WB_UNROLL
     for (int i = 0; i < 16; ++i)
       t[i] = x[i];
     dft16<16>(t);
-WB_UNROLL
+    WB_UNROLL
     for (int i = 0; i < 16; ++i)
       x[i] = t[i];
   }
@@ -234,9 +213,9 @@ WB_UNROLL
 template <int N>
 struct BlockFft {
   static constexpr int kN = N;
-  static constexpr int kQ = N / 16;         // threads per transform
-  static constexpr int kJ = 16 / kQ;        // second-pass DFTs per thread
-  static constexpr int kL = kQ + 1;         // exchange row pitch (+1: no bank conflicts)
+  static constexpr int kQ = N / 16;   // threads per transform
+  static constexpr int kJ = 16 / kQ;  // second-pass DFTs per thread
+  static constexpr int kL = kQ + 1;   // exchange row pitch (+1: no bank conflicts)
   static_assert(N == 64 || N == 128 || N == 256, "block FFT sizes are 64, 128 and 256");
 
   /// Element x[n] that thread q holds in register p: n = q + Q p.
@@ -260,7 +239,7 @@ template <int N, int M, class V, class Twiddle, class Store>
 WB_HD void block_fft_pass1(V (&x)[16], int q, Twiddle&& twiddle, Store&& store) {
   using F = BlockFft<N>;
   dft16<M>(x);
-WB_UNROLL
+  WB_UNROLL
   for (int k1 = 0; k1 < 16; ++k1) {
     const V v = k1 == 0 ? x[k1] : twiddle(x[k1], F::twiddle_exponent(q, k1));
     store(F::exchange_index(q, k1), v);
@@ -273,14 +252,14 @@ WB_UNROLL
 template <int N, class V, class Load>
 WB_HD void block_fft_pass2(V (&x)[16], int q, Load&& load) {
   using F = BlockFft<N>;
-WB_UNROLL
+  WB_UNROLL
   for (int j = 0; j < F::kJ; ++j) {
     V t[F::kQ];
-WB_UNROLL
+    WB_UNROLL
     for (int qq = 0; qq < F::kQ; ++qq)
       t[qq] = load(F::exchange_index(qq, F::second_pass_row(q, j)));
     dft_small<F::kQ>(t);
-WB_UNROLL
+    WB_UNROLL
     for (int k2 = 0; k2 < F::kQ; ++k2)
       x[j * F::kQ + k2] = t[k2];
   }

@@ -50,8 +50,8 @@ class CpuExecutor final : public Executor {
     std::lock_guard<std::mutex> lock(fftw_mutex());
     // Both polarisations in one call; in place; executed later with fftwf_execute_dft on
     // per-thread buffers of the same (fftwf_malloc) alignment.
-    plan_ = fftwf_plan_many_dft(2, dims, 2, probe.p, nullptr, 1, n * n, probe.p, nullptr, 1,
-                                n * n, FFTW_FORWARD, FFTW_ESTIMATE);
+    plan_ = fftwf_plan_many_dft(2, dims, 2, probe.p, nullptr, 1, n * n, probe.p, nullptr, 1, n * n,
+                                FFTW_FORWARD, FFTW_ESTIMATE);
     if (!plan_) fail(ErrorCategory::unsupported, "FFTW cannot plan a {} x {} transform", n, n);
   }
   ~CpuExecutor() override {
@@ -84,7 +84,8 @@ class CpuExecutor final : public Executor {
     std::fill(autos, autos + static_cast<std::size_t>(nu) * 4, 0.0);
     const std::complex<float>* cal = &t_.cal[static_cast<std::size_t>(ch) * t_.nstand * 2];
     for (std::int64_t ti = 0; ti < t_.ntime; ++ti) {
-      const std::uint8_t* spec = in + (static_cast<std::size_t>(ch) * t_.ntime + ti) * t_.nstand * 2;
+      const std::uint8_t* spec =
+          in + (static_cast<std::size_t>(ch) * t_.ntime + ti) * t_.nstand * 2;
       std::memset(grid, 0, sizeof(fftwf_complex) * 2 * nn);
       for (int k = 0; k < nu; ++k) {
         const int s = t_.used[k];
@@ -97,7 +98,8 @@ class CpuExecutor final : public Executor {
         }
         autos[k * 4 + 0] += std::norm(e[0]);
         autos[k * 4 + 1] += std::norm(e[1]);
-        const std::complex<double> xy = std::complex<double>(e[0]) * std::conj(std::complex<double>(e[1]));
+        const std::complex<double> xy =
+            std::complex<double>(e[0]) * std::conj(std::complex<double>(e[1]));
         autos[k * 4 + 2] += xy.real();
         autos[k * 4 + 3] += xy.imag();
         const std::size_t a = t_.ant(ch, k);

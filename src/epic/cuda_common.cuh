@@ -61,10 +61,10 @@ __device__ __forceinline__ c2h mul_twiddle(c2h a, __half2 tw) {
 // Shared by the CUDA executors: the plan's tables on the device and the last step of a gulp.
 // ---------------------------------------------------------------------------------------------
 struct DeviceTables {
-  DeviceArray<float> ax, ay;   // [nchan][nused][N]
-  DeviceArray<float> corr;     // [nchan][N][N], FFT order
-  DeviceArray<int> used;       // [nused]
-  DeviceArray<float2> cal;     // [nchan][nstand][2]
+  DeviceArray<float> ax, ay;  // [nchan][nused][N]
+  DeviceArray<float> corr;    // [nchan][N][N], FFT order
+  DeviceArray<int> used;      // [nused]
+  DeviceArray<float2> cal;    // [nchan][nstand][2]
   explicit DeviceTables(const PlanTables& t);
 };
 
@@ -76,7 +76,7 @@ void launch_finalize(const PlanTables& t, const DeviceTables& d, const float* ra
 
 /// autos[c][s] = sum_t of the calibrated voltages' XX, YY, Re XY*, Im XY* (fp32), for every
 /// stand (0 for stands not gridded: their calibration is 0).
-void launch_autos(const PlanTables& t, const DeviceTables& d, const std::uint8_t* in,
-                  float4* autos, cudaStream_t stream);
+void launch_autos(const PlanTables& t, const DeviceTables& d, const std::uint8_t* in, float4* autos,
+                  cudaStream_t stream);
 
 }  // namespace warpbeam::epic::detail

@@ -66,7 +66,8 @@ __global__ void finalize_kernel(int n, int nused, int nstand, const int* __restr
       a_s[i] = autos[static_cast<std::size_t>(c) * nstand + used[k0 + i]];
     for (int i = threadIdx.x; i < kn * kRowsPerBlock; i += blockDim.x) {
       const int k = i / kRowsPerBlock, r = i % kRowsPerBlock;
-      ay_s[k][r] = q0 + r < n ? ay[(static_cast<std::size_t>(c) * nused + k0 + k) * n + q0 + r] : 0.f;
+      ay_s[k][r] =
+          q0 + r < n ? ay[(static_cast<std::size_t>(c) * nused + k0 + k) * n + q0 + r] : 0.f;
     }
     __syncthreads();
     for (int k = 0; k < kn; ++k) {
@@ -100,7 +101,10 @@ __global__ void finalize_kernel(int n, int nused, int nstand, const int* __restr
 }  // namespace
 
 DeviceTables::DeviceTables(const PlanTables& t)
-    : ax(t.ax.size()), ay(t.ay.size()), corr(t.corr.size()), used(t.used.size()),
+    : ax(t.ax.size()),
+      ay(t.ay.size()),
+      corr(t.corr.size()),
+      used(t.used.size()),
       cal(t.cal.size()) {
   copy_bytes(ax.data(), t.ax.data(), ax.bytes());
   copy_bytes(ay.data(), t.ay.data(), ay.bytes());
@@ -115,13 +119,13 @@ void launch_finalize(const PlanTables& t, const DeviceTables& d, const float* ra
   const dim3 grid(static_cast<unsigned>((t.n + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>(t.nchan));
   finalize_kernel<<<grid, static_cast<unsigned>(t.n), 0, stream>>>(
-      t.n, t.nused(), t.nstand, d.used.data(), d.ax.data(), d.ay.data(), d.corr.data(), raw,
-      autos, out);
+      t.n, t.nused(), t.nstand, d.used.data(), d.ax.data(), d.ay.data(), d.corr.data(), raw, autos,
+      out);
   WB_CUDA_CHECK_LAUNCH();
 }
 
-void launch_autos(const PlanTables& t, const DeviceTables& d, const std::uint8_t* in,
-                  float4* autos, cudaStream_t stream) {
+void launch_autos(const PlanTables& t, const DeviceTables& d, const std::uint8_t* in, float4* autos,
+                  cudaStream_t stream) {
   constexpr int threads = 128;
   const dim3 grid(static_cast<unsigned>((t.nstand + threads - 1) / threads),
                   static_cast<unsigned>(t.nchan));

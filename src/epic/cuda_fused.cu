@@ -24,13 +24,13 @@ struct FusedParams {
   const std::uint16_t* in;  // ci4 [nchan][ntime][nstand] pairs (X in the low byte, Y in the high)
   std::int64_t ntime;
   int nstand, nstand_pad;
-  const float2* cal;                // [nchan][nstand][2]
-  const int* rows;                  // [nchan] aperture height R (grid rows holding antennas)
-  const unsigned* cell_off;         // [nchan][A*A + 1] CSR offsets of the A x A window
-  const unsigned* entry_base;       // [nchan]
-  const std::uint32_t* entries;     // stand << 16 | fp16 bits of the cell weight
-  float* raw;                       // [nchan][4][N][N] sums of the products (FFT order)
-  float4* autos;                    // [nchan][nstand]
+  const float2* cal;             // [nchan][nstand][2]
+  const int* rows;               // [nchan] aperture height R (grid rows holding antennas)
+  const unsigned* cell_off;      // [nchan][A*A + 1] CSR offsets of the A x A window
+  const unsigned* entry_base;    // [nchan]
+  const std::uint32_t* entries;  // stand << 16 | fp16 bits of the cell weight
+  float* raw;                    // [nchan][4][N][N] sums of the products (FFT order)
+  float4* autos;                 // [nchan][nstand]
 };
 
 __device__ __forceinline__ float2 ci4_to_float2(unsigned b) {
@@ -270,9 +270,8 @@ __global__ void __launch_bounds__(FusedLayout<N, SPB, XYS>::kThreads, 1)
   }
   if (rank == 0)
     for (int st = tid; st < nstand; st += T)
-      p.autos[static_cast<std::size_t>(chan) * nstand + st] =
-          make_float4(autos_s[4 * st], autos_s[4 * st + 1], autos_s[4 * st + 2],
-                      autos_s[4 * st + 3]);
+      p.autos[static_cast<std::size_t>(chan) * nstand + st] = make_float4(
+          autos_s[4 * st], autos_s[4 * st + 1], autos_s[4 * st + 2], autos_s[4 * st + 3]);
   cluster_sync<C>();  // no block leaves while another may still address its shared memory
 }
 
@@ -313,7 +312,7 @@ class FusedExecutor final : public Executor {
     const int spb = c.fused.spectra_per_pass > 0 ? c.fused.spectra_per_pass : 1;
     const bool xys = c.fused.xy_in_shared == 1;
     npad_ = (t.nstand + 31) / 32 * 32;
-    launch_ = t.n == 64 ? pick<64>(spb, xys, npad_)
+    launch_ = t.n == 64    ? pick<64>(spb, xys, npad_)
               : t.n == 128 ? pick<128>(spb, xys, npad_)
                            : pick<256>(spb, xys, npad_);
     int dev = 0, optin = 0;
@@ -322,9 +321,9 @@ class FusedExecutor final : public Executor {
     if (launch_.smem > static_cast<std::size_t>(optin))
       fail(ErrorCategory::unsupported,
            "the fused EPIC kernel (N " + std::to_string(t.n) + ", " + std::to_string(spb) +
-               " spectra per pass, XY* in " + (xys ? "shared memory" : "registers") +
-               ") needs " + std::to_string(launch_.smem) + " bytes of shared memory; the device " +
-               "allows " + std::to_string(optin));
+               " spectra per pass, XY* in " + (xys ? "shared memory" : "registers") + ") needs " +
+               std::to_string(launch_.smem) + " bytes of shared memory; the device " + "allows " +
+               std::to_string(optin));
     WB_CUDA_CHECK(cudaFuncSetAttribute(launch_.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(launch_.smem)));
     if (launch_.cluster > 1) {

@@ -14,13 +14,13 @@
 #include "core/cuda_check.hpp"
 #include "epic/cuda_common.cuh"
 
-#define WB_CUFFT_CHECK(expr)                                                                   \
-  do {                                                                                         \
-    cufftResult wb_r_ = (expr);                                                                \
-    if (wb_r_ != CUFFT_SUCCESS)                                                                \
-      ::warpbeam::fail(::warpbeam::ErrorCategory::cuda,                                        \
-                       std::string("cuFFT error ") + std::to_string(static_cast<int>(wb_r_)) + \
-                           " in " #expr);                                                      \
+#define WB_CUFFT_CHECK(expr)                                                                     \
+  do {                                                                                           \
+    cufftResult wb_r_ = (expr);                                                                  \
+    if (wb_r_ != CUFFT_SUCCESS)                                                                  \
+      ::warpbeam::fail(                                                                          \
+          ::warpbeam::ErrorCategory::cuda,                                                       \
+          std::string("cuFFT error ") + std::to_string(static_cast<int>(wb_r_)) + " in " #expr); \
   } while (0)
 
 namespace warpbeam::epic::detail {
@@ -75,7 +75,8 @@ __global__ void gather_kernel(const std::uint8_t* __restrict__ in, std::int64_t 
     float2 x = make_float2(0, 0), y = make_float2(0, 0);
     for (int e = e0; e < e1; ++e) {
       const Entry en = entries[e];
-      const float2 vx = ci4_to_float2(spec[en.stand * 2]), vy = ci4_to_float2(spec[en.stand * 2 + 1]);
+      const float2 vx = ci4_to_float2(spec[en.stand * 2]),
+                   vy = ci4_to_float2(spec[en.stand * 2 + 1]);
       const float2 gx = g[en.stand * 2], gy = g[en.stand * 2 + 1];
       x.x += en.weight * (vx.x * gx.x - vx.y * gx.y);
       x.y += en.weight * (vx.x * gx.y + vx.y * gx.x);
@@ -117,8 +118,9 @@ class MultikernelExecutor final : public Executor {
     const std::int64_t ncell = std::int64_t{t.n} * t.n;
     // Batch: the tuned value, else as many spectra as keep the grids within 1 GiB.
     const std::int64_t per_spectrum = std::int64_t{t.nchan} * 2 * ncell * 8;
-    std::int64_t b = c.multikernel.batch > 0 ? c.multikernel.batch
-                                             : std::max<std::int64_t>(1, (1ll << 30) / per_spectrum);
+    std::int64_t b = c.multikernel.batch > 0
+                         ? c.multikernel.batch
+                         : std::max<std::int64_t>(1, (1ll << 30) / per_spectrum);
     batch_ = static_cast<int>(std::min<std::int64_t>(b, t.ntime));
     tail_ = static_cast<int>(t.ntime % batch_);
     build_gather_tables();

@@ -30,9 +30,9 @@ struct FusedLayout {
   static constexpr int kNC = N / kC;            // image columns per block
   static constexpr int kThreads = kNC * kQ;     // one column per Q threads
   static constexpr int kWarps = kThreads / 32;
-  static constexpr int kPerWarp = 32 / kQ;      // transforms per warp
-  static constexpr int kPin = kA / kQ;          // nonzero input registers of a transform
-  static constexpr int kSpb = SPB;              // spectra per batch (per cluster barrier)
+  static constexpr int kPerWarp = 32 / kQ;  // transforms per warp
+  static constexpr int kPin = kA / kQ;      // nonzero input registers of a transform
+  static constexpr int kSpb = SPB;          // spectra per batch (per cluster barrier)
   static constexpr bool kXyShared = XYS;
   // Column buffer pitch (8-byte elements): NC + 16/Q makes a half-warp's loads (16/Q columns x
   // Q rows) hit 16 different bank pairs.

@@ -155,7 +155,8 @@ int cell_weights(const ProlateTable& psi, int support, double u, float* w) {
 }  // namespace
 
 double prolate_spheroidal(double c, double eta, double* chi) {
-  if (!(c > 0) || c > 100) fail(ErrorCategory::invalid_argument, "prolate c = {} is outside (0, 100]", c);
+  if (!(c > 0) || c > 100)
+    fail(ErrorCategory::invalid_argument, "prolate c = {} is outside (0, 100]", c);
   const Prolate& p = prolate_for(c);
   if (chi) *chi = p.chi;
   if (std::abs(eta) > 1) return 0;
@@ -253,8 +254,9 @@ PlanTables build_tables(const EpicConfig& cfg) {
       const std::complex<double> z = std::polar(1.0, ph);
       for (int p = 0; p < 2; ++p) {
         const std::size_t i = (static_cast<std::size_t>(c) * cfg.nstand + s) * 2 + p;
-        const std::complex<double> g =
-            cfg.calibration.empty() ? std::complex<double>(1) : std::complex<double>(cfg.calibration[i]);
+        const std::complex<double> g = cfg.calibration.empty()
+                                           ? std::complex<double>(1)
+                                           : std::complex<double>(cfg.calibration[i]);
         t.cal[i] = std::complex<float>(g * z);
       }
     }

@@ -59,10 +59,9 @@ void EpicConfig::validate() const {
       if (!std::isfinite(v) || std::abs(v) > 1e6)
         fail(ErrorCategory::invalid_argument, "stand {} has position component {} m", s, v);
   if (!stand_ok.empty() && static_cast<int>(stand_ok.size()) != nstand)
-    fail(ErrorCategory::invalid_argument, "stand_ok has {} entries for {} stands",
-         stand_ok.size(), nstand);
-  if (!calibration.empty() &&
-      calibration.size() != static_cast<std::size_t>(nchan) * nstand * 2)
+    fail(ErrorCategory::invalid_argument, "stand_ok has {} entries for {} stands", stand_ok.size(),
+         nstand);
+  if (!calibration.empty() && calibration.size() != static_cast<std::size_t>(nchan) * nstand * 2)
     fail(ErrorCategory::invalid_argument, "calibration has {} entries, not nchan*nstand*2 = {}",
          calibration.size(), static_cast<std::size_t>(nchan) * nstand * 2);
   for (const auto& g : calibration)
@@ -97,11 +96,11 @@ bool fused_supports(const EpicConfig& c, const PlanTables& t, std::string* why) 
     return false;
   };
   if (!fused_size_supported(c.grid_size))
-    return no(fmt::format("the fused imager supports 64, 128 and 256 pixel images, not {}",
-                          c.grid_size));
+    return no(
+        fmt::format("the fused imager supports 64, 128 and 256 pixel images, not {}", c.grid_size));
   if (c.nstand > kFusedMaxStands)
-    return no(fmt::format("the fused imager takes at most {} stands, not {}", kFusedMaxStands,
-                          c.nstand));
+    return no(
+        fmt::format("the fused imager takes at most {} stands, not {}", kFusedMaxStands, c.nstand));
   const int a = fused_aperture(c.grid_size);
   for (int ch = 0; ch < c.nchan; ++ch)
     if (t.rows[ch] > a || t.cols[ch] > a)

@@ -23,13 +23,13 @@ struct PlanTables {
 
   // Per channel and used antenna k (index into `used`): footprint origin (cells, after the
   // channel's shift), exact position (cells) and the separable cell weights.
-  std::vector<int> x0, y0;         // [nchan][nused]
-  std::vector<double> u, v;        // [nchan][nused]
-  std::vector<float> wx, wy;       // [nchan][nused][S+1]
-  std::vector<int> rows, cols;     // [nchan]: grid rows / columns the aperture spans
+  std::vector<int> x0, y0;               // [nchan][nused]
+  std::vector<double> u, v;              // [nchan][nused]
+  std::vector<float> wx, wy;             // [nchan][nused][S+1]
+  std::vector<int> rows, cols;           // [nchan]: grid rows / columns the aperture spans
   std::vector<std::complex<float>> cal;  // [nchan][nstand][2]; 0 for stands not gridded
-  std::vector<float> ax, ay;       // [nchan][nused][N]: |DFT of wx|^2, |DFT of wy|^2 (FFT order)
-  std::vector<float> corr;         // [nchan][N][N] grid correction, FFT order [q][p]
+  std::vector<float> ax, ay;  // [nchan][nused][N]: |DFT of wx|^2, |DFT of wy|^2 (FFT order)
+  std::vector<float> corr;    // [nchan][N][N] grid correction, FFT order [q][p]
 
   int nused() const { return static_cast<int>(used.size()); }
   int taps() const { return support + 1; }

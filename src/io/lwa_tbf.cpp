@@ -103,8 +103,8 @@ TbfReader::TbfReader(const std::string& path) {
   const TbfFrameHeader first = decode_tbf_header(hb);
   if (first.sync_word != kTbfSyncWord)
     fail(ErrorCategory::format,
-         "'{}': frame 0 has sync word 0x{:08X}, not 0x{:08X}: not a TBF file (or misaligned)",
-         path, first.sync_word, kTbfSyncWord);
+         "'{}': frame 0 has sync word 0x{:08X}, not 0x{:08X}: not a TBF file (or misaligned)", path,
+         first.sync_word, kTbfSyncWord);
   if (first.nstand < 1 || first.nstand > 4096)
     fail(ErrorCategory::format, "'{}': frame 0 says nstand = {}", path, first.nstand);
   info_.nstand = first.nstand;
@@ -160,12 +160,12 @@ TbfReader::TbfReader(const std::string& path) {
     }
     if (!steps.back().blocks.emplace(h.first_chan, i).second)
       fail(ErrorCategory::format,
-           "'{}': frame {} (byte {}) repeats channel block {} of the spectrum at time tag {}",
-           path, i, at, h.first_chan, h.time_tag);
+           "'{}': frame {} (byte {}) repeats channel block {} of the spectrum at time tag {}", path,
+           i, at, h.first_chan, h.time_tag);
   }
   if (info_.dropped_bytes > 0)
-    warnf("'{}' ends with a partial TBF frame ({} of {} bytes): dropped", path,
-          info_.dropped_bytes, frame_bytes);
+    warnf("'{}' ends with a partial TBF frame ({} of {} bytes): dropped", path, info_.dropped_bytes,
+          frame_bytes);
 
   // The channel blocks: every block any spectrum holds. Blocks must not overlap.
   std::map<int, int> all;
@@ -175,8 +175,8 @@ TbfReader::TbfReader(const std::string& path) {
   int prev = -kTbfChannelsPerFrame;
   for (const auto& [fc, unused] : all) {
     if (fc < prev + kTbfChannelsPerFrame)
-      fail(ErrorCategory::format, "'{}': channel blocks starting at {} and {} overlap", path,
-           prev, fc);
+      fail(ErrorCategory::format, "'{}': channel blocks starting at {} and {} overlap", path, prev,
+           fc);
     prev = fc;
     block_first_chan_.push_back(fc);
   }
@@ -256,8 +256,7 @@ void write_tbf(const std::string& path, const std::uint8_t* ci4, int nchan, std:
   require_range("nstand", nstand, 1, 4096);
   require_range("first_chan", first_chan, 0, 32767 - nchan);
   if (ntime <= 0 || time_tag0 < 0)
-    fail(ErrorCategory::invalid_argument, "TBF with {} spectra from time tag {}", ntime,
-         time_tag0);
+    fail(ErrorCategory::invalid_argument, "TBF with {} spectra from time tag {}", ntime, time_tag0);
   OutputFile out(path);
   const std::int64_t row = std::int64_t{nstand} * 2;
   std::vector<std::uint8_t> frame(static_cast<std::size_t>(tbf_frame_bytes(nstand)));

@@ -83,7 +83,8 @@ void simulate(const StationSimConfig& c, Sink&& sink) {
     std::normal_distribution<double> gauss(0.0, std::sqrt(0.5));  // CN(0, 1): var 1/2 each part
     std::uniform_real_distribution<double> phase(-kPi, kPi);
     auto source_signal = [&] {
-      return c.constant_power ? std::polar(1.0, phase(rng)) : std::complex<double>(gauss(rng), gauss(rng));
+      return c.constant_power ? std::polar(1.0, phase(rng))
+                              : std::complex<double>(gauss(rng), gauss(rng));
     };
     std::vector<std::complex<float>> ex(static_cast<std::size_t>(nem)), ey(ex.size());
     std::vector<std::complex<float>> v(static_cast<std::size_t>(nstand) * 2);
@@ -125,8 +126,8 @@ void StationSimConfig::validate() const {
   require_range<std::int64_t>("ntime", ntime, 1, std::int64_t{1} << 30);
   for (const auto& s : sources) {
     if (!(s.l * s.l + s.m * s.m <= 1))
-      fail(ErrorCategory::invalid_argument, "source at (l, m) = ({}, {}) is below the horizon",
-           s.l, s.m);
+      fail(ErrorCategory::invalid_argument, "source at (l, m) = ({}, {}) is below the horizon", s.l,
+           s.m);
     if (!(s.flux >= 0) || !std::isfinite(s.flux))
       fail(ErrorCategory::invalid_argument, "source flux {} must be >= 0", s.flux);
     if (!(s.q * s.q + s.u * s.u + s.v * s.v <= 1 + 1e-12))

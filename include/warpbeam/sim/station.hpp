@@ -24,8 +24,8 @@
 namespace warpbeam::sim {
 
 struct SkySource {
-  double l = 0, m = 0;      ///< direction cosines (East, North); l^2 + m^2 <= 1
-  double flux = 1;          ///< Stokes I, in units of voltage power (<|X|^2> when unpolarised)
+  double l = 0, m = 0;         ///< direction cosines (East, North); l^2 + m^2 <= 1
+  double flux = 1;             ///< Stokes I, in units of voltage power (<|X|^2> when unpolarised)
   double q = 0, u = 0, v = 0;  ///< fractional Stokes Q, U, V (q^2 + u^2 + v^2 <= 1)
 };
 
