@@ -22,7 +22,8 @@ constexpr double kPi = 3.14159265358979323846;
 using cd = std::complex<double>;
 
 // A compact random station (an LWA-SV-like ellipse), seeded.
-inline std::vector<std::array<double, 3>> random_station(int nstand, double radius, std::uint32_t seed) {
+inline std::vector<std::array<double, 3>> random_station(int nstand, double radius,
+                                                         std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(-1, 1), z(-1.5, 1.5);
   std::vector<std::array<double, 3>> xyz;
@@ -90,11 +91,14 @@ inline std::vector<double> fx_image(const EpicPlan& plan, const std::vector<std:
     for (int k = 0; k < nu; ++k) {
       const int s = used[k];
       for (int p = 0; p < 2; ++p) {
-        cd g = c.calibration.empty() ? cd(1)
-                                     : cd(c.calibration[(static_cast<std::size_t>(ch) * c.nstand + s) * 2 + p]);
-        if (c.phase_to_zenith) g *= std::polar(1.0, -2 * kPi * c.stand_xyz_m[s][2] * f / kSpeedOfLight);
+        cd g = c.calibration.empty()
+                   ? cd(1)
+                   : cd(c.calibration[(static_cast<std::size_t>(ch) * c.nstand + s) * 2 + p]);
+        if (c.phase_to_zenith)
+          g *= std::polar(1.0, -2 * kPi * c.stand_xyz_m[s][2] * f / kSpeedOfLight);
         for (std::int64_t t = 0; t < c.ntime; ++t) {
-          const std::uint8_t b = in[((static_cast<std::size_t>(ch) * c.ntime + t) * c.nstand + s) * 2 + p];
+          const std::uint8_t b =
+              in[((static_cast<std::size_t>(ch) * c.ntime + t) * c.nstand + s) * 2 + p];
           e[(k * c.ntime + t) * 2 + p] = cd(io::ci4_real(b), io::ci4_imag(b)) * g;
         }
       }
@@ -179,8 +183,9 @@ inline std::vector<float> image_gpu(const EpicPlan& plan, const std::vector<std:
   DeviceArray<float> d_out(nout);
   copy_bytes(d_in.data(), in.data(), in.size());
   device_memset(d_out.data(), 0xFF, d_out.bytes());
-  plan.execute(View<const std::uint8_t, 4>(d_in.data(), {c.nchan, c.ntime, c.nstand, 2}, Space::device),
-               View<float, 4>(d_out.data(), {c.nchan, 4, c.grid_size, c.grid_size}, Space::device));
+  plan.execute(
+      View<const std::uint8_t, 4>(d_in.data(), {c.nchan, c.ntime, c.nstand, 2}, Space::device),
+      View<float, 4>(d_out.data(), {c.nchan, 4, c.grid_size, c.grid_size}, Space::device));
   std::vector<float> out(nout);
   copy_bytes(out.data(), d_out.data(), d_out.bytes());
   return out;

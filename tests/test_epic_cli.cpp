@@ -87,9 +87,9 @@ TEST(EpicCli, SimulatedSourceComesBackThroughTheFitsWcs) {
       tbf, ssmif(), l, m));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_TRUE(std::filesystem::exists(tbf + ".json"));
-  r = wbtest::run_cli(fmt::format(
-      "image {} --ssmif {} --out {} --size 64 --gulp 32 --accumulate 2 --backend cpu", tbf,
-      ssmif(), d.file("out")));
+  r = wbtest::run_cli(
+      fmt::format("image {} --ssmif {} --out {} --size 64 --gulp 32 --accumulate 2 --backend cpu",
+                  tbf, ssmif(), d.file("out")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string fits = d.file("out/epic_00000.fits");
   ASSERT_TRUE(std::filesystem::exists(fits)) << r.out << r.err;
@@ -148,9 +148,8 @@ ok = abs(l - float(sys.argv[2])) < pix and abs(m - float(sys.argv[3])) < pix and
 print('astropy: l %.4f m %.4f stokes %g pixel %.4f' % (l, m, s, pix))
 sys.exit(0 if ok else 1)
 )";
-  const int rc =
-      std::system(fmt::format("python3 {} {} {} {} >{} 2>&1", py, fits, l, m, d.file("py.log"))
-                      .c_str());
+  const int rc = std::system(
+      fmt::format("python3 {} {} {} {} >{} 2>&1", py, fits, l, m, d.file("py.log")).c_str());
   EXPECT_EQ(rc, 0) << wbtest::slurp(d.file("py.log"));
 }
 
@@ -158,14 +157,19 @@ TEST(EpicCli, RealTbfFileImages) {
   WB_REQUIRE_DATA("lwa/tbf-test.dat");
   WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
   wbtest::TempDir d;
-  const auto r = wbtest::run_cli(fmt::format(
-      "image {} --ssmif {} --out {} --size 64 --gulp 1 --backend cpu",
-      wbtest::data_file("lwa/tbf-test.dat"), ssmif(), d.file("out")));
+  const auto r =
+      wbtest::run_cli(fmt::format("image {} --ssmif {} --out {} --size 64 --gulp 1 --backend cpu",
+                                  wbtest::data_file("lwa/tbf-test.dat"), ssmif(), d.file("out")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("partial"), std::string::npos) << r.err;  // the trailing frame
   const Fits f = read_fits(d.file("out/epic_00000.fits"));
   EXPECT_EQ(f.naxes[2], 60);
   EXPECT_NEAR(f.num("EXPTIME"), 40e-6, 1e-12);
+  // Local sidereal time at LWA-SV, 2015-11-13 00:59:22 UTC: 21.319432 h (astropy's mean
+  // sidereal time); the zenith's RA is 15 LST.
+  EXPECT_NEAR(f.num("LST"), 21.319432, 1e-4);
+  EXPECT_NEAR(f.num("CRVAL1"), 15 * f.num("LST"), 1e-9);
+  EXPECT_NEAR(f.num("CRVAL2"), 34.348358, 1e-9);
   int finite = 0;
   for (float v : f.data)
     finite += std::isfinite(v);
@@ -207,8 +211,8 @@ TEST(EpicCli, BadInputsFailClearlyWithoutFits) {
   };
   for (const auto& c : cases) {
     std::filesystem::remove_all(d.path / "out");
-    const auto r = wbtest::run_cli(fmt::format("image {} --ssmif {} --out {} --backend cpu",
-                                               c.args, ssmif(), d.file("out")));
+    const auto r = wbtest::run_cli(
+        fmt::format("image {} --ssmif {} --out {} --backend cpu", c.args, ssmif(), d.file("out")));
     EXPECT_EQ(r.exit_code, c.exit_code) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_FALSE(has_fits(d)) << c.args;
@@ -227,12 +231,12 @@ TEST(EpicCli, BadInputsFailClearlyWithoutFits) {
 TEST(EpicCli, SimulateRejectsBadOptions) {
   WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
   wbtest::TempDir d;
-  auto r = wbtest::run_cli(fmt::format("simulate station --out {} --ssmif {} --source 1,1,1",
-                                       d.file("a.tbf"), ssmif()));
+  auto r = wbtest::run_cli(
+      fmt::format("simulate station --out {} --ssmif {} --source 1,1,1", d.file("a.tbf"), ssmif()));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("horizon"), std::string::npos) << r.err;
-  r = wbtest::run_cli(fmt::format("simulate station --out {} --ssmif {} --nchan 13",
-                                  d.file("a.tbf"), ssmif()));
+  r = wbtest::run_cli(
+      fmt::format("simulate station --out {} --ssmif {} --nchan 13", d.file("a.tbf"), ssmif()));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   r = wbtest::run_cli(fmt::format("simulate station --out {} --ssmif {} --source 0.1,x,1",
                                   d.file("a.tbf"), ssmif()));

@@ -15,8 +15,8 @@ double radius_for(int cells, int support) {
   return (cells - support - 3) * (kSpeedOfLight / 62e6) / 4;
 }
 
-EpicConfig gpu_config(int n, int nstand, int nchan, std::int64_t ntime, int support,
-                      double radius, std::uint32_t seed) {
+EpicConfig gpu_config(int n, int nstand, int nchan, std::int64_t ntime, int support, double radius,
+                      std::uint32_t seed) {
   EpicConfig c;
   c.nchan = nchan;
   c.nstand = nstand;
@@ -50,11 +50,10 @@ void expect_close_max(const std::vector<float>& got, const std::vector<float>& w
         if (e > tol * maxw && first == nn) first = i;
         maxe = std::max(maxe, e);
       }
-      EXPECT_LE(maxe, tol * maxw) << what << " channel " << c << " product " << k
-                                  << ": max error " << maxe << " of max " << maxw
-                                  << "; first mismatch at pixel " << first << " got "
-                                  << (first < nn ? g[first] : 0.f) << " expected "
-                                  << (first < nn ? w[first] : 0.f);
+      EXPECT_LE(maxe, tol * maxw) << what << " channel " << c << " product " << k << ": max error "
+                                  << maxe << " of max " << maxw << "; first mismatch at pixel "
+                                  << first << " got " << (first < nn ? g[first] : 0.f)
+                                  << " expected " << (first < nn ? w[first] : 0.f);
     }
 }
 
@@ -90,8 +89,8 @@ TEST(EpicGpu, MultikernelMatchesCpuOnRandomVoltages) {
     std::int64_t ntime;
     int support, batch;
   };
-  const Shape shapes[] = {{32, 24, 3, 13, 2, 0}, {48, 37, 2, 7, 3, 3}, {64, 101, 2, 21, 2, 8},
-                          {128, 256, 1, 9, 1, 4}};
+  const Shape shapes[] = {
+      {32, 24, 3, 13, 2, 0}, {48, 37, 2, 7, 3, 3}, {64, 101, 2, 21, 2, 8}, {128, 256, 1, 9, 1, 4}};
   for (const auto& s : shapes) {
     auto c = gpu_config(s.n, s.nstand, s.nchan, s.ntime, s.support,
                         radius_for(std::min(s.n, 64), s.support), 7 + s.n);

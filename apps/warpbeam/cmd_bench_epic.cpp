@@ -128,9 +128,9 @@ void run_bench_epic(const BenchEpicOptions& o) {
       for (int i = 0; i < repeats + 1; ++i) {
         Event a, b;
         a.record(&stream);
-        plan.execute(View<const std::uint8_t, 4>(d_in.data(), {c.nchan, c.ntime, 256, 2},
-                                                 Space::device),
-                     View<float, 4>(d_out.data(), {c.nchan, 4, n, n}, Space::device), &stream);
+        plan.execute(
+            View<const std::uint8_t, 4>(d_in.data(), {c.nchan, c.ntime, 256, 2}, Space::device),
+            View<float, 4>(d_out.data(), {c.nchan, 4, n, n}, Space::device), &stream);
         b.record(&stream);
         b.synchronize();
         if (i > 0) ms.push_back(b.elapsed_ms_since(a) / 1e3);  // first run: warm-up
@@ -200,27 +200,21 @@ void run_bench_epic(const BenchEpicOptions& o) {
     }
     algs[r.name] = a;
   }
-  std::string summary = fmt::format("{} ({}^2, {} ch, {} spectra):", o.config, n, c.nchan,
-                                    c.ntime);
+  std::string summary = fmt::format("{} ({}^2, {} ch, {} spectra):", o.config, n, c.nchan, c.ntime);
   auto find = [&](const char* name) -> const Timed* {
     for (const auto& r : runs)
       if (r.name == name) return &r;
     return nullptr;
   };
   for (const auto& r : runs)
-    summary += fmt::format(" {} {:.2f} ms/gulp ({:.2f}x real time);", r.name,
+    summary += fmt::format(" {} {:.3g} ms/gulp ({:.3g}x real time);", r.name,
                            r.t.median_s * 1e3 * kGulpSeconds / gulp_s, gulp_s / r.t.median_s);
-  nlohmann::json j = {{"benchmark", "epic"},
-                      {"config", o.config},
-                      {"grid", n},
-                      {"nchan", c.nchan},
-                      {"nstand", c.nstand},
-                      {"ntime", c.ntime},
-                      {"gulp_s", gulp_s},
-                      {"station", station},
-                      {"backend", cuda ? "cuda" : "cpu"},
-                      {"algorithms", algs}};
-  if (const Timed *f = find("fused"), *m = find("multikernel"); f && m) {
+  nlohmann::json j = {
+      {"benchmark", "epic"}, {"config", o.config}, {"grid", n},
+      {"nchan", c.nchan},    {"nstand", c.nstand}, {"ntime", c.ntime},
+      {"gulp_s", gulp_s},    {"station", station}, {"backend", cuda ? "cuda" : "cpu"},
+      {"algorithms", algs}};
+  if (const Timed* f = find("fused"), *m = find("multikernel"); f && m) {
     const double ratio = m->t.median_s / f->t.median_s;
     j["fused_speedup_over_multikernel"] = ratio;
     summary += fmt::format(" fused {:.1f}x multikernel;", ratio);

@@ -107,9 +107,9 @@ void run_image(const ImageOptions& o) {
       for (int s = 0; s < info.nstand; ++s)
         for (int p = 0; p < 2; ++p) {
           const double f = cfg.freqs_hz[c];
-          cfg.calibration[(static_cast<std::size_t>(c) * info.nstand + s) * 2 + p] =
-              std::polar(1.0f, static_cast<float>(std::fmod(
-                                   2 * kPi * f * station.cable_delay_s(s, p, f), 2 * kPi)));
+          cfg.calibration[(static_cast<std::size_t>(c) * info.nstand + s) * 2 + p] = std::polar(
+              1.0f,
+              static_cast<float>(std::fmod(2 * kPi * f * station.cable_delay_s(s, p, f), 2 * kPi)));
         }
   }
   cfg.grid_size = o.size;
@@ -167,8 +167,7 @@ void run_image(const ImageOptions& o) {
       progress.update(img * o.accumulate + g + 1);
     }
     // Correlated power per baseline per spectrum; Stokes; blank beyond the horizon.
-    const double norm =
-        1.0 / (static_cast<double>(o.gulp) * o.accumulate * nused * (nused - 1.0));
+    const double norm = 1.0 / (static_cast<double>(o.gulp) * o.accumulate * nused * (nused - 1.0));
     std::vector<float> products(acc.size()), stokes(acc.size());
     for (std::size_t i = 0; i < acc.size(); ++i)
       products[i] = static_cast<float>(acc[i] * norm);
@@ -221,8 +220,7 @@ void run_image(const ImageOptions& o) {
         {"EXPTIME", static_cast<double>(o.gulp) * o.accumulate / io::kLwaChannelWidthHz,
          "[s] spectra x 40 us"},
         {"LST", lst / 15, "[h] local mean sidereal time at DATE-OBS"},
-        {"TELESCOP", ssmif.station_id.empty() ? std::string("LWA") : "LWA-" + ssmif.station_id,
-         ""},
+        {"TELESCOP", ssmif.station_id.empty() ? std::string("LWA") : "LWA-" + ssmif.station_id, ""},
         {"OBSGEO-B", ssmif.lat_deg, "[deg]"},
         {"OBSGEO-L", ssmif.lon_deg, "[deg]"},
         {"OBSGEO-H", ssmif.elevation_m, "[m]"},
@@ -268,8 +266,7 @@ void run_image(const ImageOptions& o) {
 
 void add_image_command(CLI::App& app) {
   auto o = std::make_shared<ImageOptions>();
-  auto* cmd = app.add_subcommand(
-      "image", "EPIC all-sky images (FITS + PNG) of LWA TBF voltages");
+  auto* cmd = app.add_subcommand("image", "EPIC all-sky images (FITS + PNG) of LWA TBF voltages");
   cmd->add_option("IN", o->in, "TBF file (real or from `warpbeam simulate station`)")->required();
   cmd->add_option("--out", o->out, "Output folder (FITS cubes and PNG quick-looks)")->required();
   cmd->add_option("--ssmif", o->ssmif,

@@ -39,7 +39,8 @@ sim::SkySource parse_source(const std::string& s) {
   std::size_t at = 0;
   while (at <= s.size() && n < 7) {
     const std::size_t comma = s.find(',', at);
-    const std::string tok = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    const std::string tok =
+        s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     std::size_t used = 0;
     double x = 0;
     try {
@@ -91,11 +92,11 @@ void run_station(const StationOptions& o) {
   c.rms = o.rms;
   c.seed = o.seed;
   c.validate();
-  const std::size_t bytes = c.freqs_hz.size() * static_cast<std::size_t>(o.ntime) *
-                            c.stand_xyz_m.size() * 2;
+  const std::size_t bytes =
+      c.freqs_hz.size() * static_cast<std::size_t>(o.ntime) * c.stand_xyz_m.size() * 2;
   if (bytes > (std::size_t{8} << 30))
-    fail(ErrorCategory::invalid_argument, "{} spectra x {} channels would need {:.1f} GiB",
-         o.ntime, o.nchan, static_cast<double>(bytes) / (1 << 30));
+    fail(ErrorCategory::invalid_argument, "{} spectra x {} channels would need {:.1f} GiB", o.ntime,
+         o.nchan, static_cast<double>(bytes) / (1 << 30));
   const sim::StationSimOutput sim = sim::simulate_station(c);
   io::write_tbf(o.out, sim.ci4.data(), o.nchan, o.ntime, station.nstand(), o.first_chan,
                 o.time_tag);
@@ -121,17 +122,18 @@ void run_station(const StationOptions& o) {
     j["sources"].push_back(
         {{"l", s.l}, {"m", s.m}, {"flux", s.flux}, {"q", s.q}, {"u", s.u}, {"v", s.v}});
   io::write_text_file(o.out + ".json", j.dump(2) + "\n");
-  fmt::print("{}: {} spectra x {} channels x {} stands ({:.1f} MB), {} components clipped\n",
-             o.out, o.ntime, o.nchan, station.nstand(), static_cast<double>(bytes) / 1e6,
-             sim.clipped);
+  fmt::print("{}: {} spectra x {} channels x {} stands ({:.1f} MB), {} components clipped\n", o.out,
+             o.ntime, o.nchan, station.nstand(), static_cast<double>(bytes) / 1e6, sim.clipped);
 }
 
 }  // namespace
 
 void add_simulate_station_command(CLI::App& app) {
   auto o = std::make_shared<StationOptions>();
-  auto* cmd = app.get_subcommand("simulate")->add_subcommand(
-      "station", "LWA-SV-like station voltages (TBF) of point sources and diffuse emission");
+  auto* cmd = app.get_subcommand("simulate")
+                  ->add_subcommand(
+                      "station",
+                      "LWA-SV-like station voltages (TBF) of point sources and diffuse emission");
   cmd->add_option("--out", o->out, "Output TBF file (a .json side file is written beside it)")
       ->required();
   cmd->add_option("--ssmif", o->ssmif,

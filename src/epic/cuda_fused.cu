@@ -162,24 +162,31 @@ __global__ void __launch_bounds__(FusedLayout<N, SPB, XYS>::kThreads, 1)
       const int s = active ? task / nrows : 0;
       const int row = L::row_of_task(rank, active ? task % nrows : 0);
       const c2h* ab = ab0 + s * npad;
+      // Gather the row's cells: the PIN cells' entry lists are walked side by side (one entry
+      // of each per step) so that their loads are in flight together.
       c2h x[16];
+      unsigned e0[PIN], e1[PIN];
+      unsigned longest = 0;
 #pragma unroll
       for (int pp = 0; pp < PIN; ++pp) {
-        c2h acc = zero;
-        if (active) {
-          const int cell = row * A + F::input_index(q, pp);
-          const unsigned e1 = __ldg(cell_off + cell + 1);
-          for (unsigned e = __ldg(cell_off + cell); e < e1; ++e) {
-            const std::uint32_t en = __ldg(entries + e);
-            __half_raw wr;
-            wr.x = static_cast<unsigned short>(en & 0xFFFFu);
-            const __half2 w = __half2half2(__half(wr));
-            const c2h v = ab[en >> 16];
-            acc.re = __hfma2(w, v.re, acc.re);
-            acc.im = __hfma2(w, v.im, acc.im);
-          }
+        const int cell = row * A + F::input_index(q, pp);
+        e0[pp] = active ? __ldg(cell_off + cell) : 0u;
+        e1[pp] = active ? __ldg(cell_off + cell + 1) : 0u;
+        longest = max(longest, e1[pp] - e0[pp]);
+        x[pp] = zero;
+      }
+      for (unsigned k = 0; k < longest; ++k) {
+#pragma unroll
+        for (int pp = 0; pp < PIN; ++pp) {
+          if (e0[pp] + k >= e1[pp]) continue;
+          const std::uint32_t en = __ldg(entries + e0[pp] + k);
+          __half_raw wr;
+          wr.x = static_cast<unsigned short>(en & 0xFFFFu);
+          const __half2 w = __half2half2(__half(wr));
+          const c2h v = ab[en >> 16];
+          x[pp].re = __hfma2(w, v.re, x[pp].re);
+          x[pp].im = __hfma2(w, v.im, x[pp].im);
         }
-        x[pp] = acc;
       }
       fft::block_fft_pass1<N, PIN>(x, q, twiddle, [&](int i, c2h v) { scr[i] = v; });
       __syncwarp();
@@ -309,8 +316,11 @@ Launch pick(int spb, bool xys, int nstand_pad) {
 class FusedExecutor final : public Executor {
  public:
   FusedExecutor(const EpicConfig& c, const PlanTables& t) : t_(t), dev_(t) {
-    const int spb = c.fused.spectra_per_pass > 0 ? c.fused.spectra_per_pass : 1;
-    const bool xys = c.fused.xy_in_shared == 1;
+    // Defaults (until the H200 sweep says otherwise): XY* in shared memory for N >= 128, where
+    // keeping it in registers spills at 128 registers per thread; two spectra per cluster
+    // barrier where the shared memory allows it (not N = 128 with XY* in shared memory).
+    const int spb = c.fused.spectra_per_pass > 0 ? c.fused.spectra_per_pass : t.n == 128 ? 1 : 2;
+    const bool xys = c.fused.xy_in_shared >= 0 ? c.fused.xy_in_shared == 1 : t.n >= 128;
     npad_ = (t.nstand + 31) / 32 * 32;
     launch_ = t.n == 64    ? pick<64>(spb, xys, npad_)
               : t.n == 128 ? pick<128>(spb, xys, npad_)
@@ -360,8 +370,10 @@ class FusedExecutor final : public Executor {
     prm.autos = autos_.data();
     cudaLaunchConfig_t cfg = config(s);
     cudaLaunchAttribute attr = cluster_attribute();
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    if (launch_.cluster > 1) {  // thread-block clusters (sm_90) for N = 128 and 256
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+    }
     WB_CUDA_CHECK(cudaLaunchKernelEx(&cfg, launch_.fn, prm));
     WB_CUDA_CHECK_LAUNCH();
     launch_finalize(t_, dev_, raw_.data(), autos_.data(), out, s);

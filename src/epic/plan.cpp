@@ -42,7 +42,7 @@ double EpicConfig::cell_wavelengths() const {
 }
 
 void EpicConfig::validate() const {
-  require_range("nchan", nchan, 1, 1 << 16);
+  require_range("nchan", nchan, 1, 65535);  // a CUDA grid dimension
   require_range("nstand", nstand, 1, 4096);
   require_range<std::int64_t>("ntime", ntime, 1, std::int64_t{1} << 30);
   if (static_cast<int>(freqs_hz.size()) != nchan)
