@@ -7,6 +7,8 @@
 #include <complex>
 #include <numeric>
 
+#include "epic/block_fft.hpp"
+#include "epic/tables.hpp"
 #include "epic_test_util.hpp"
 #include "test_util.hpp"
 #include "warpbeam/epic.hpp"
@@ -338,4 +340,55 @@ TEST(EpicCpu, RealStationLayoutFitsTheFusedAperture) {
     EXPECT_LE(ext[1], 64) << "columns";
     EXPECT_GE(ext[0], 40);
   }
+}
+
+TEST(EpicGcf, GatherTablesReproduceTheScatteredGrid) {
+  // The CUDA paths grid by gathering (per cell, the footprints touching it); the CPU path
+  // scatters each footprint. Both must give the same aperture, also with the fused kernel's
+  // fp16 weights (within fp16 rounding).
+  auto c = small_config(60, 64, 2, 1);
+  c.support = 3;
+  c.validate();
+  const auto t = epic::detail::build_tables(c);
+  std::mt19937 rng(3);
+  std::normal_distribution<double> g;
+  std::vector<cd> v(static_cast<std::size_t>(c.nstand));
+  for (auto& x : v)
+    x = {g(rng), g(rng)};
+  for (int window : {64, 48}) {
+    const auto gt = epic::detail::build_gather_table(t, window);
+    for (int ch = 0; ch < c.nchan; ++ch) {
+      std::vector<cd> scatter(static_cast<std::size_t>(window) * window, 0);
+      for (int k = 0; k < t.nused(); ++k) {
+        const std::size_t a = t.ant(ch, k);
+        for (int iy = 0; iy < t.taps(); ++iy)
+          for (int ix = 0; ix < t.taps(); ++ix)
+            scatter[static_cast<std::size_t>(t.y0[a] + iy) * window + t.x0[a] + ix] +=
+                double(t.wy[a * t.taps() + iy]) * t.wx[a * t.taps() + ix] * v[t.used[k]];
+      }
+      double maxv = 0, err32 = 0, err16 = 0;
+      for (int cell = 0; cell < window * window; ++cell) {
+        cd sum32 = 0, sum16 = 0;
+        const std::uint32_t* off =
+            &gt.offsets[static_cast<std::size_t>(ch) * (window * window + 1)];
+        for (std::uint32_t e = gt.base[ch] + off[cell]; e < gt.base[ch] + off[cell + 1]; ++e) {
+          sum32 += double(gt.weight[e]) * v[gt.stand[e]];
+          // The fused kernel's packed weight: fp16 bits, decoded here by their definition.
+          const std::uint16_t h = epic::fft::half_bits(gt.weight[e]);
+          const int ex = (h >> 10) & 0x1F;
+          const double w16 = ex ? std::ldexp(1.0 + (h & 0x3FF) / 1024.0, ex - 15)
+                                : std::ldexp((h & 0x3FF) / 1024.0, -14);
+          sum16 += w16 * v[gt.stand[e]];
+        }
+        maxv = std::max(maxv, std::abs(scatter[cell]));
+        err32 = std::max(err32, std::abs(sum32 - scatter[cell]));
+        err16 = std::max(err16, std::abs(sum16 - scatter[cell]));
+      }
+      EXPECT_LT(err32, 1e-6 * maxv) << "window " << window << " channel " << ch;  // fp32 wy * wx
+      EXPECT_LT(err16, 2e-3 * maxv) << "window " << window << " channel " << ch;
+      EXPECT_GT(maxv, 0);
+    }
+  }
+  // A window smaller than the aperture is refused.
+  EXPECT_THROW(epic::detail::build_gather_table(t, 8), Error);
 }

@@ -44,11 +44,21 @@ constexpr double kSin16[16] = {
 
 /// IEEE binary16 bits of x (round to nearest even), at compile time; |x| in normal range or 0.
 constexpr std::uint16_t half_bits(double x) {
-  if (x == 0) return 0;
   std::uint16_t sign = 0;
   if (x < 0) {
     sign = 0x8000;
     x = -x;
+  }
+  if (!(x < 65520.0)) return static_cast<std::uint16_t>(sign | 0x7C00);  // overflow: infinity
+  // Round x / unit to the nearest integer, ties to even.
+  auto round_even = [](double v) {
+    auto i = static_cast<std::uint32_t>(v);
+    const double rest = v - i;
+    if (rest > 0.5 || (rest == 0.5 && (i & 1))) ++i;
+    return i;
+  };
+  if (x < 6.103515625e-05) {  // below 2^-14: subnormal, unit 2^-24 (1024 rounds up to normal)
+    return static_cast<std::uint16_t>(sign | round_even(x * 16777216.0));
   }
   int e = 0;
   while (x >= 2) {
@@ -59,10 +69,7 @@ constexpr std::uint16_t half_bits(double x) {
     x *= 2;
     --e;
   }
-  const double m = (x - 1) * 1024;  // 10 fraction bits
-  auto mi = static_cast<std::uint32_t>(m);
-  const double rest = m - mi;
-  if (rest > 0.5 || (rest == 0.5 && (mi & 1))) ++mi;
+  std::uint32_t mi = round_even((x - 1) * 1024);  // 10 fraction bits
   if (mi == 1024) {
     mi = 0;
     ++e;

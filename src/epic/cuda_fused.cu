@@ -398,45 +398,20 @@ class FusedExecutor final : public Executor {
     return a;
   }
 
-  // CSR of the A x A window per channel: the cells' (stand, fp16 weight) entries.
+  // CSR of the A x A window per channel (gcf.cpp), entries packed as stand << 16 | fp16 weight.
   void build_tables() {
-    const int a = fused_aperture(t_.n), taps = t_.taps(), nu = t_.nused();
-    const std::size_t ncell = static_cast<std::size_t>(a) * a;
-    std::vector<unsigned> off(static_cast<std::size_t>(t_.nchan) * (ncell + 1), 0);
-    std::vector<unsigned> base(static_cast<std::size_t>(t_.nchan), 0);
-    std::vector<std::uint32_t> entries;
-    for (int c = 0; c < t_.nchan; ++c) {
-      unsigned* o = &off[c * (ncell + 1)];
-      base[c] = static_cast<unsigned>(entries.size());
-      for (int k = 0; k < nu; ++k) {
-        const std::size_t i = t_.ant(c, k);
-        for (int iy = 0; iy < taps; ++iy)
-          for (int ix = 0; ix < taps; ++ix)
-            ++o[static_cast<std::size_t>(t_.y0[i] + iy) * a + t_.x0[i] + ix + 1];
-      }
-      for (std::size_t i = 0; i < ncell; ++i)
-        o[i + 1] += o[i];
-      std::vector<unsigned> fill(o, o + ncell);
-      entries.resize(base[c] + o[ncell]);
-      for (int k = 0; k < nu; ++k) {
-        const std::size_t i = t_.ant(c, k);
-        for (int iy = 0; iy < taps; ++iy)
-          for (int ix = 0; ix < taps; ++ix) {
-            const std::size_t cell = static_cast<std::size_t>(t_.y0[i] + iy) * a + t_.x0[i] + ix;
-            const __half w = __float2half_rn(t_.wy[i * taps + iy] * t_.wx[i * taps + ix]);
-            const auto bits = static_cast<__half_raw>(w).x;
-            entries[base[c] + fill[cell]++] = (static_cast<std::uint32_t>(t_.used[k]) << 16) | bits;
-          }
-      }
-    }
+    const GatherTable g = build_gather_table(t_, fused_aperture(t_.n));
+    std::vector<std::uint32_t> entries(g.stand.size());
+    for (std::size_t e = 0; e < entries.size(); ++e)
+      entries[e] = (g.stand[e] << 16) | fft::half_bits(g.weight[e]);
     std::vector<int> rows(t_.rows.begin(), t_.rows.end());
     rows_ = DeviceArray<int>(rows.size());
-    cell_off_ = DeviceArray<unsigned>(off.size());
-    entry_base_ = DeviceArray<unsigned>(base.size());
+    cell_off_ = DeviceArray<unsigned>(g.offsets.size());
+    entry_base_ = DeviceArray<unsigned>(g.base.size());
     entries_ = DeviceArray<std::uint32_t>(std::max<std::size_t>(entries.size(), 1));
     copy_bytes(rows_.data(), rows.data(), rows_.bytes());
-    copy_bytes(cell_off_.data(), off.data(), cell_off_.bytes());
-    copy_bytes(entry_base_.data(), base.data(), entry_base_.bytes());
+    copy_bytes(cell_off_.data(), g.offsets.data(), cell_off_.bytes());
+    copy_bytes(entry_base_.data(), g.base.data(), entry_base_.bytes());
     copy_bytes(entries_.data(), entries.data(), entries.size() * sizeof(std::uint32_t));
   }
 

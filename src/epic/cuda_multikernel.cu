@@ -61,19 +61,20 @@ __device__ __forceinline__ float2 ci4_to_float2(std::uint8_t b) {
 // polarisations. grid: [nchan][batch][2][N*N].
 __global__ void gather_kernel(const std::uint8_t* __restrict__ in, std::int64_t ntime,
                               std::int64_t t0, int batch, int nstand, int ncell,
-                              const int* __restrict__ base, const int* __restrict__ offsets,
+                              const std::uint32_t* __restrict__ base,
+                              const std::uint32_t* __restrict__ offsets,
                               const Entry* __restrict__ entries, const float2* __restrict__ cal,
                               float2* __restrict__ grid) {
   const int cell = blockIdx.x * blockDim.x + threadIdx.x;
   const int c = blockIdx.y;
   if (cell >= ncell) return;
-  const int* off = offsets + static_cast<std::size_t>(c) * (ncell + 1);
-  const int e0 = base[c] + off[cell], e1 = base[c] + off[cell + 1];
+  const std::uint32_t* off = offsets + static_cast<std::size_t>(c) * (ncell + 1);
+  const std::uint32_t e0 = base[c] + off[cell], e1 = base[c] + off[cell + 1];
   const float2* g = cal + static_cast<std::size_t>(c) * nstand * 2;
   for (int t = 0; t < batch; ++t) {
     const std::uint8_t* spec = in + (static_cast<std::size_t>(c) * ntime + t0 + t) * nstand * 2;
     float2 x = make_float2(0, 0), y = make_float2(0, 0);
-    for (int e = e0; e < e1; ++e) {
+    for (std::uint32_t e = e0; e < e1; ++e) {
       const Entry en = entries[e];
       const float2 vx = ci4_to_float2(spec[en.stand * 2]),
                    vy = ci4_to_float2(spec[en.stand * 2 + 1]);
@@ -155,48 +156,24 @@ class MultikernelExecutor final : public Executor {
   }
 
  private:
-  // CSR per channel over all N*N cells: entries (stand, weight = wy * wx) of every footprint.
+  // CSR per channel over all N*N cells (gcf.cpp): entries (stand, weight = wy * wx).
   void build_gather_tables() {
-    const int n = t_.n, taps = t_.taps(), nu = t_.nused();
-    const std::size_t ncell = static_cast<std::size_t>(n) * n;
-    std::vector<int> offsets(static_cast<std::size_t>(t_.nchan) * (ncell + 1), 0);
-    std::vector<int> base(static_cast<std::size_t>(t_.nchan) + 1, 0);
-    std::vector<Entry> entries;
-    for (int c = 0; c < t_.nchan; ++c) {
-      int* off = &offsets[c * (ncell + 1)];
-      for (int k = 0; k < nu; ++k) {
-        const std::size_t a = t_.ant(c, k);
-        for (int iy = 0; iy < taps; ++iy)
-          for (int ix = 0; ix < taps; ++ix)
-            ++off[static_cast<std::size_t>(t_.y0[a] + iy) * n + t_.x0[a] + ix + 1];
-      }
-      for (std::size_t i = 0; i < ncell; ++i)
-        off[i + 1] += off[i];
-      base[c + 1] = base[c] + off[ncell];
-      entries.resize(static_cast<std::size_t>(base[c + 1]));
-      std::vector<int> fill(off, off + ncell);
-      for (int k = 0; k < nu; ++k) {
-        const std::size_t a = t_.ant(c, k);
-        for (int iy = 0; iy < taps; ++iy)
-          for (int ix = 0; ix < taps; ++ix) {
-            const std::size_t cell = static_cast<std::size_t>(t_.y0[a] + iy) * n + t_.x0[a] + ix;
-            entries[base[c] + fill[cell]++] = {t_.used[k],
-                                               t_.wy[a * taps + iy] * t_.wx[a * taps + ix]};
-          }
-      }
-    }
-    offsets_ = DeviceArray<int>(offsets.size());
-    base_ = DeviceArray<int>(base.size());
-    entries_ = DeviceArray<Entry>(entries.size());
-    copy_bytes(offsets_.data(), offsets.data(), offsets_.bytes());
-    copy_bytes(base_.data(), base.data(), base_.bytes());
-    copy_bytes(entries_.data(), entries.data(), entries_.bytes());
+    const GatherTable g = build_gather_table(t_, t_.n);
+    std::vector<Entry> entries(g.stand.size());
+    for (std::size_t e = 0; e < entries.size(); ++e)
+      entries[e] = {static_cast<int>(g.stand[e]), g.weight[e]};
+    offsets_ = DeviceArray<std::uint32_t>(g.offsets.size());
+    base_ = DeviceArray<std::uint32_t>(g.base.size());
+    entries_ = DeviceArray<Entry>(std::max<std::size_t>(entries.size(), 1));
+    copy_bytes(offsets_.data(), g.offsets.data(), offsets_.bytes());
+    copy_bytes(base_.data(), g.base.data(), base_.bytes());
+    copy_bytes(entries_.data(), entries.data(), entries.size() * sizeof(Entry));
   }
 
   const PlanTables& t_;
   DeviceTables dev_;
   int batch_ = 1, tail_ = 0;
-  DeviceArray<int> offsets_, base_;
+  DeviceArray<std::uint32_t> offsets_, base_;
   DeviceArray<Entry> entries_;
   DeviceArray<float2> grid_;
   DeviceArray<float> raw_;

@@ -313,6 +313,45 @@ PlanTables build_tables(const EpicConfig& cfg) {
   return t;
 }
 
+GatherTable build_gather_table(const PlanTables& t, int window) {
+  const int taps = t.taps(), nu = t.nused();
+  const std::size_t ncell = static_cast<std::size_t>(window) * window;
+  GatherTable g;
+  g.window = window;
+  g.offsets.assign(static_cast<std::size_t>(t.nchan) * (ncell + 1), 0);
+  g.base.assign(static_cast<std::size_t>(t.nchan) + 1, 0);
+  for (int c = 0; c < t.nchan; ++c) {
+    std::uint32_t* off = &g.offsets[c * (ncell + 1)];
+    auto cell_of = [&](std::size_t a, int iy, int ix) {
+      const int y = t.y0[a] + iy, x = t.x0[a] + ix;
+      if (y < 0 || x < 0 || y >= window || x >= window)
+        fail(ErrorCategory::invalid_argument,
+             "a footprint at cell ({}, {}) leaves the {} x {} window", x, y, window, window);
+      return static_cast<std::size_t>(y) * window + x;
+    };
+    for (int k = 0; k < nu; ++k)
+      for (int iy = 0; iy < taps; ++iy)
+        for (int ix = 0; ix < taps; ++ix)
+          ++off[cell_of(t.ant(c, k), iy, ix) + 1];
+    for (std::size_t i = 0; i < ncell; ++i)
+      off[i + 1] += off[i];
+    g.base[c + 1] = g.base[c] + off[ncell];
+    g.stand.resize(g.base[c + 1]);
+    g.weight.resize(g.base[c + 1]);
+    std::vector<std::uint32_t> fill(off, off + ncell);
+    for (int k = 0; k < nu; ++k) {
+      const std::size_t a = t.ant(c, k);
+      for (int iy = 0; iy < taps; ++iy)
+        for (int ix = 0; ix < taps; ++ix) {
+          const std::size_t e = g.base[c] + fill[cell_of(a, iy, ix)]++;
+          g.stand[e] = static_cast<std::uint32_t>(t.used[k]);
+          g.weight[e] = t.wy[a * taps + iy] * t.wx[a * taps + ix];
+        }
+    }
+  }
+  return g;
+}
+
 void finalize_channel(const PlanTables& t, int chan, const double* acc, const double* autos,
                       float* out) {
   const int n = t.n, nu = t.nused();

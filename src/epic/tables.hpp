@@ -41,6 +41,20 @@ struct PlanTables {
 /// Builds every table for a validated config (gcf.cpp).
 PlanTables build_tables(const EpicConfig& config);
 
+/// The gridding turned around for the CUDA paths: for each channel and each cell (y, x) of a
+/// window x window corner of the grid (y, x < window), the (stand, weight = wy * wx) of every
+/// footprint touching it. Cells are CSR-indexed: channel c's cell i has the entries
+/// base[c] + offsets[c][i] .. base[c] + offsets[c][i + 1]. Every footprint must lie inside the
+/// window (the caller checks the aperture extent).
+struct GatherTable {
+  int window = 0;
+  std::vector<std::uint32_t> offsets;  // [nchan][window * window + 1]
+  std::vector<std::uint32_t> base;     // [nchan + 1]
+  std::vector<std::uint32_t> stand;    // [entries]
+  std::vector<float> weight;           // [entries]
+};
+GatherTable build_gather_table(const PlanTables& t, int window);
+
 /// Host finalisation of one channel: out[k][y][x] = (acc[k][q][p] - auto_k(q, p)) * corr(q, p)
 /// with (y, x) = ((q + N/2) mod N, (p + N/2) mod N) and auto_k(q, p) = sum_i autos[i][k] *
 /// ay[i][q] * ax[i][p]. acc: [4][N][N] FFT order; autos: [nused][4]; out: [4][N][N].
