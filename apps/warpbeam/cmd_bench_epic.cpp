@@ -91,6 +91,7 @@ void run_bench_epic(const BenchEpicOptions& o) {
 
   std::vector<Timed> runs;
   nlohmann::json sweep = nlohmann::json::array();
+  nlohmann::json refused = nlohmann::json::object();
   bench::DeviceCeilings ceil{};
   double cufft32 = 0, cufft16 = 0;
   const std::int64_t transforms = std::int64_t{c.nchan} * c.ntime * 2;
@@ -139,16 +140,28 @@ void run_bench_epic(const BenchEpicOptions& o) {
       r.t = {ms[ms.size() / 2], ms.front(), ms.back(), static_cast<int>(ms.size())};
       return r;
     };
+    // A path the device cannot run (e.g. no room for a cluster) is reported, not fatal, so that
+    // the other path's figures still come back.
+    auto try_time = [&](const std::string& name, const epic::EpicConfig& cfg, int repeats) {
+      try {
+        runs.push_back(time_plan(name, cfg, repeats));
+      } catch (const Error& err) {
+        if (err.category() != ErrorCategory::unsupported) throw;
+        refused[name] = err.what();
+      }
+    };
     if (o.algorithm == "all" || o.algorithm == "multikernel") {
       auto m = c;
       m.algorithm = epic::Algorithm::multikernel;
-      runs.push_back(time_plan("multikernel", m, std::max(1, o.repeats / 2)));
+      try_time("multikernel", m, std::max(1, o.repeats / 2));
     }
     if (o.algorithm == "all" || o.algorithm == "fused") {
       auto f = c;
       f.algorithm = epic::Algorithm::fused;
-      runs.push_back(time_plan("fused", f, o.repeats));
+      try_time("fused", f, o.repeats);
     }
+    if (runs.empty())
+      fail(ErrorCategory::unsupported, "no EPIC path could run: {}", refused.dump());
     if (o.sweep) {
       for (int xys : {0, 1})
         for (int spb : {1, 2}) {
@@ -239,6 +252,11 @@ void run_bench_epic(const BenchEpicOptions& o) {
       summary += fmt::format("; sweep best xy_in_shared={} spectra_per_pass={} {:.2f} ms",
                              best_cfg["xy_in_shared"].get<int>(),
                              best_cfg["spectra_per_pass"].get<int>(), best);
+  }
+  if (!refused.empty()) {
+    j["refused"] = refused;
+    for (const auto& [name, why] : refused.items())
+      summary += fmt::format(" {} refused: {};", name, why.get<std::string>());
   }
   j["summary"] = summary;
   j["provenance"] = provenance();
