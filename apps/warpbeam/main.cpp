@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   add_das_command(app);
   add_simulate_ultrasound_command(app);
   add_bench_das_command(app);
+  add_image_command(app);
+  add_simulate_station_command(app);
+  add_bench_epic_command(app);
 
   try {
     app.parse(argc, argv);

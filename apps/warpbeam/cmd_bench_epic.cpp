@@ -1,0 +1,289 @@
+// `warpbeam bench epic --config E1|E2|E3`: time per 40 ms gulp (1000 spectra x 132 channels x
+// 256 dual-pol stands, ci4) of the multi-kernel and fused CUDA imagers measured in the same run,
+// their real-time factors and ratio, cuFFT alone for the gulp's transforms (fp32 and fp16) as
+// context, roofline fractions against the measured device ceilings, and (--sweep) the fused
+// kernel's tunables. With --backend cpu: the FFTW reference on a few spectra, scaled to a gulp.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "epic_common.hpp"
+#include "warpbeam/bench.hpp"
+#include "warpbeam/device.hpp"
+#include "warpbeam/epic.hpp"
+#include "warpbeam/format.hpp"
+#include "warpbeam/io/lwa.hpp"
+#include "warpbeam/io/output_file.hpp"
+#include "warpbeam/provenance.hpp"
+
+namespace warpbeam::cli {
+
+namespace {
+
+struct BenchEpicOptions {
+  std::string config = "E1", backend = "cuda", algorithm = "all", json, ssmif;
+  bool sweep = false;
+  int repeats = 5;
+  std::int64_t ntime = 0;  // 0: the configuration's 1000 (CPU: 10)
+};
+
+struct Timed {
+  std::string name;
+  bench::Timing t;
+  double plan_s = 0;
+  nlohmann::json tuning;
+};
+
+constexpr double kGulpSeconds = 1000 / io::kLwaChannelWidthHz;  // 40 ms per 1000 spectra
+
+void run_bench_epic(const BenchEpicOptions& o) {
+  int n = 0;
+  if (o.config == "E1") n = 128;
+  if (o.config == "E2") n = 64;
+  if (o.config == "E3") n = 256;
+  if (!n) fail(ErrorCategory::invalid_argument, "--config {} is not E1, E2 or E3", o.config);
+  const Backend backend = parse_backend(o.backend);
+  if (o.algorithm != "all" && o.algorithm != "multikernel" && o.algorithm != "fused" &&
+      o.algorithm != "reference")
+    fail(ErrorCategory::invalid_argument,
+         "--algorithm {} is not all, multikernel, fused or reference", o.algorithm);
+  const bool cuda = resolve_backend(backend) == Backend::cuda;
+
+  // DESIGN.md's E configurations: LWA-SV, 256 dual-pol stands, 132 x 25 kHz from 58.7 MHz.
+  epic::EpicConfig c;
+  c.nchan = epic_common::kChannels;
+  c.nstand = 256;
+  c.ntime = o.ntime > 0 ? o.ntime : cuda ? 1000 : 10;
+  for (int k = 0; k < c.nchan; ++k)
+    c.freqs_hz.push_back((epic_common::kFirstChannel + k) * io::kLwaChannelWidthHz);
+  c.grid_size = n;
+  std::string station = "synthetic LWA-SV-like ellipse (no SSMIF found)";
+  const std::string ssmif_path = epic_common::find_ssmif(o.ssmif);
+  std::mt19937 rng(2024);
+  if (!ssmif_path.empty()) {
+    const auto model = io::tbf_station_model(io::read_ssmif(ssmif_path), 256);
+    c.stand_xyz_m = model.xyz_m;
+    c.stand_ok = model.ok;
+    station = ssmif_path;
+  } else {
+    std::uniform_real_distribution<double> u(-1, 1);
+    while (c.stand_xyz_m.size() < 256) {
+      const double x = u(rng), y = u(rng);
+      if (x * x + y * y <= 1) c.stand_xyz_m.push_back({44 * x, 55 * y, 0.0});
+    }
+  }
+  std::uniform_real_distribution<double> ph(-3.14159265, 3.14159265);
+  for (int i = 0; i < c.nchan * c.nstand * 2; ++i)
+    c.calibration.push_back(std::polar(1.0f, static_cast<float>(ph(rng))));
+
+  // Random ci4 voltages (never all zero).
+  const std::size_t in_bytes = static_cast<std::size_t>(c.nchan) * c.ntime * c.nstand * 2;
+  const std::size_t out_floats = static_cast<std::size_t>(c.nchan) * 4 * n * n;
+  std::vector<std::uint8_t> host_in(in_bytes);
+  std::uniform_int_distribution<int> lev(-7, 7);
+  for (auto& b : host_in)
+    b = io::ci4_pack(lev(rng), lev(rng));
+
+  std::vector<Timed> runs;
+  nlohmann::json sweep = nlohmann::json::array();
+  nlohmann::json refused = nlohmann::json::object();
+  bench::DeviceCeilings ceil{};
+  double cufft32 = 0, cufft16 = 0;
+  const std::int64_t transforms = std::int64_t{c.nchan} * c.ntime * 2;
+
+  if (!cuda) {
+    if (o.algorithm != "all" && o.algorithm != "reference")
+      fail(ErrorCategory::unsupported, "--algorithm {} needs --backend cuda", o.algorithm);
+    Timed r{"reference", {}, 0, {}};
+    const auto t0 = std::chrono::steady_clock::now();
+    const epic::EpicPlan plan(c, Backend::cpu);
+    r.plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<float> out(out_floats);
+    r.t = bench::time_host(
+        [&] {
+          plan.execute(View<const std::uint8_t, 4>(host_in.data(), {c.nchan, c.ntime, 256, 2}),
+                       View<float, 4>(out.data(), {c.nchan, 4, n, n}));
+        },
+        1, std::max(1, o.repeats / 2));
+    runs.push_back(r);
+  } else {
+    ceil = bench::measure_device_ceilings();
+    DeviceArray<std::uint8_t> d_in(in_bytes);
+    DeviceArray<float> d_out(out_floats);
+    copy_bytes(d_in.data(), host_in.data(), in_bytes);
+    Stream stream;
+    auto time_plan = [&](const std::string& name, epic::EpicConfig cfg, int repeats) {
+      Timed r{name, {}, 0, {}};
+      const auto t0 = std::chrono::steady_clock::now();
+      const epic::EpicPlan plan(cfg, Backend::cuda);
+      r.plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      r.tuning = {{"xy_in_shared", cfg.fused.xy_in_shared},
+                  {"spectra_per_pass", cfg.fused.spectra_per_pass},
+                  {"multikernel_batch", cfg.multikernel.batch}};
+      std::vector<double> ms;
+      for (int i = 0; i < repeats + 1; ++i) {
+        Event a, b;
+        a.record(&stream);
+        plan.execute(
+            View<const std::uint8_t, 4>(d_in.data(), {c.nchan, c.ntime, 256, 2}, Space::device),
+            View<float, 4>(d_out.data(), {c.nchan, 4, n, n}, Space::device), &stream);
+        b.record(&stream);
+        b.synchronize();
+        if (i > 0) ms.push_back(b.elapsed_ms_since(a) / 1e3);  // first run: warm-up
+      }
+      std::sort(ms.begin(), ms.end());
+      r.t = {ms[ms.size() / 2], ms.front(), ms.back(), static_cast<int>(ms.size())};
+      return r;
+    };
+    // A path the device cannot run (e.g. no room for a cluster) is reported, not fatal, so that
+    // the other path's figures still come back.
+    auto try_time = [&](const std::string& name, const epic::EpicConfig& cfg, int repeats) {
+      try {
+        runs.push_back(time_plan(name, cfg, repeats));
+      } catch (const Error& err) {
+        if (err.category() != ErrorCategory::unsupported) throw;
+        refused[name] = err.what();
+      }
+    };
+    if (o.algorithm == "all" || o.algorithm == "multikernel") {
+      auto m = c;
+      m.algorithm = epic::Algorithm::multikernel;
+      try_time("multikernel", m, std::max(1, o.repeats / 2));
+    }
+    if (o.algorithm == "all" || o.algorithm == "fused") {
+      auto f = c;
+      f.algorithm = epic::Algorithm::fused;
+      try_time("fused", f, o.repeats);
+    }
+    if (runs.empty())
+      fail(ErrorCategory::unsupported, "no EPIC path could run: {}", refused.dump());
+    if (o.sweep) {
+      for (int xys : {0, 1})
+        for (int spb : {1, 2}) {
+          auto f = c;
+          f.algorithm = epic::Algorithm::fused;
+          f.fused.xy_in_shared = xys;
+          f.fused.spectra_per_pass = spb;
+          nlohmann::json e = {{"xy_in_shared", xys}, {"spectra_per_pass", spb}};
+          try {
+            const Timed t = time_plan("fused", f, 3);
+            e["median_ms"] = t.t.median_s * 1e3;
+          } catch (const Error& err) {
+            if (err.category() != ErrorCategory::unsupported) throw;
+            e["skipped"] = err.what();
+          }
+          sweep.push_back(e);
+        }
+    }
+    cufft32 = epic::cufft_reference_time_s(n, transforms, false);
+    cufft16 = epic::cufft_reference_time_s(n, transforms, true);
+  }
+
+  // Figures.
+  const double gulp_s = static_cast<double>(c.ntime) / io::kLwaChannelWidthHz;
+  const double fft_flop = static_cast<double>(transforms) * 5.0 * n * n * std::log2(double(n) * n);
+  nlohmann::json algs = nlohmann::json::object();
+  for (const auto& r : runs) {
+    const double t = r.t.median_s;
+    const double per_gulp = t * kGulpSeconds / gulp_s;  // scaled to 1000 spectra
+    nlohmann::json a = {{"median_s", t},
+                        {"min_s", r.t.min_s},
+                        {"max_s", r.t.max_s},
+                        {"repeats", r.t.repeats},
+                        {"per_1000_spectra_s", per_gulp},
+                        {"real_time_factor", gulp_s / t},
+                        {"channel_spectra_per_s", c.nchan * static_cast<double>(c.ntime) / t},
+                        {"fft_equivalent_flop_per_s", fft_flop / t},
+                        {"plan_s", r.plan_s},
+                        {"tuning", r.tuning}};
+    if (cuda) {
+      // Bytes each path must move at least: fused reads the voltages and writes the sums once
+      // (+ finalisation); multikernel also writes, transforms (>= 2 passes) and reads every grid.
+      const double grids = static_cast<double>(transforms) * n * n * 8;
+      const double fixed = static_cast<double>(in_bytes) + 3.0 * out_floats * 4;
+      const double bytes = r.name == "fused" ? fixed : fixed + grids * (1 + 4 + 1);
+      a["bytes_moved"] = bytes;
+      a["hbm_fraction"] = bytes / t / ceil.copy_bytes_per_s;
+      a["fft_flop_fraction_of_fp32_fma"] = fft_flop / t / ceil.fp32_fma_flop_per_s;
+    }
+    algs[r.name] = a;
+  }
+  std::string summary = fmt::format("{} ({}^2, {} ch, {} spectra):", o.config, n, c.nchan, c.ntime);
+  auto find = [&](const char* name) -> const Timed* {
+    for (const auto& r : runs)
+      if (r.name == name) return &r;
+    return nullptr;
+  };
+  for (const auto& r : runs)
+    summary += fmt::format(" {} {:.3g} ms/gulp ({:.3g}x real time);", r.name,
+                           r.t.median_s * 1e3 * kGulpSeconds / gulp_s, gulp_s / r.t.median_s);
+  nlohmann::json j = {
+      {"benchmark", "epic"}, {"config", o.config}, {"grid", n},
+      {"nchan", c.nchan},    {"nstand", c.nstand}, {"ntime", c.ntime},
+      {"gulp_s", gulp_s},    {"station", station}, {"backend", cuda ? "cuda" : "cpu"},
+      {"algorithms", algs}};
+  if (const Timed* f = find("fused"), *m = find("multikernel"); f && m) {
+    const double ratio = m->t.median_s / f->t.median_s;
+    j["fused_speedup_over_multikernel"] = ratio;
+    summary += fmt::format(" fused {:.1f}x multikernel;", ratio);
+  }
+  if (cuda) {
+    j["cufft_alone_s"] = {{"fp32", cufft32}, {"fp16", cufft16}, {"transforms", transforms}};
+    j["ceilings"] = bench::to_json(ceil);
+    summary += fmt::format(" cuFFT alone {:.1f} ms (fp32) / {:.1f} ms (fp16)", cufft32 * 1e3,
+                           cufft16 * 1e3);
+  }
+  if (!sweep.empty()) {
+    j["sweep"] = sweep;
+    double best = INFINITY;
+    nlohmann::json best_cfg;
+    for (const auto& e : sweep)
+      if (e.contains("median_ms") && e["median_ms"].get<double>() < best) {
+        best = e["median_ms"].get<double>();
+        best_cfg = e;
+      }
+    j["sweep_best"] = best_cfg;
+    if (!best_cfg.is_null())
+      summary += fmt::format("; sweep best xy_in_shared={} spectra_per_pass={} {:.2f} ms",
+                             best_cfg["xy_in_shared"].get<int>(),
+                             best_cfg["spectra_per_pass"].get<int>(), best);
+  }
+  if (!refused.empty()) {
+    j["refused"] = refused;
+    for (const auto& [name, why] : refused.items())
+      summary += fmt::format(" {} refused: {};", name, why.get<std::string>());
+  }
+  j["summary"] = summary;
+  j["provenance"] = provenance();
+  fmt::print("{}\n", summary);
+  if (!o.json.empty()) io::write_text_file(o.json, j.dump(2) + "\n");
+}
+
+}  // namespace
+
+void add_bench_epic_command(CLI::App& app) {
+  auto o = std::make_shared<BenchEpicOptions>();
+  auto* cmd = app.get_subcommand("bench")->add_subcommand(
+      "epic", "EPIC imager on E1 (128^2), E2 (64^2) or E3 (256^2): time per 40 ms gulp");
+  cmd->add_option("--config", o->config, "E1, E2 or E3")->capture_default_str();
+  cmd->add_option("--algorithm", o->algorithm, "all, multikernel, fused (CUDA) or reference")
+      ->capture_default_str();
+  cmd->add_flag("--sweep", o->sweep, "Also time the fused kernel's tunables and report the best");
+  cmd->add_option("--repeats", o->repeats, "Timed runs after a warm-up")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--ntime", o->ntime, "Spectra per gulp (default 1000; CPU: 10)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}));
+  cmd->add_option("--ssmif", o->ssmif, "Station file for the stand layout");
+  cmd->add_option("--json", o->json, "Write the record as JSON to this file");
+  o->backend = "cuda";
+  add_backend_option(*cmd, o->backend);
+  cmd->callback([o] { run_bench_epic(*o); });
+}
+
+}  // namespace warpbeam::cli
