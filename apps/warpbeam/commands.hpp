@@ -11,6 +11,8 @@ namespace warpbeam::cli {
 // themselves under app.get_subcommand("simulate") / ("bench"), which main() creates first.
 void add_info_command(CLI::App& app);
 void add_bench_ceilings_command(CLI::App& app);
+/// `bench dedisp-gpu` (apps/warpbeam/cmd_bench_dedisp_cuda.cpp): the CUDA dedispersion kernels.
+void add_bench_dedisp_gpu_command(CLI::App& app);
 
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);

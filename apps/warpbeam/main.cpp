@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   using namespace warpbeam::cli;
   add_info_command(app);
   add_bench_ceilings_command(app);
+  add_bench_dedisp_gpu_command(app);
 
   try {
     app.parse(argc, argv);
