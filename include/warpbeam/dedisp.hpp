@@ -141,7 +141,9 @@ class DedispersionPlan {
   /// Dedisperses one gulp. in: packed samples [nsamples_in][row_bytes()]; out: float32
   /// [ndms][nsamples_out()]. Both in host memory for the CPU backend, device memory for CUDA
   /// (asynchronous on `stream`; synchronous when stream is null). Throws invalid_argument on a
-  /// shape or memory-space mismatch.
+  /// shape or memory-space mismatch, or (CUDA) a 16/32-bit input not aligned to its sample size
+  /// (cudaMalloc'd buffers are). One execute() at a time per plan: the CUDA kernels corner-turn
+  /// the gulp into the plan's scratch, so concurrent streams need one plan each.
   void execute(View<const std::uint8_t, 2> in, View<float, 2> out,
                const Stream* stream = nullptr) const;
   /// As above, with the output quantised to 8 or 16 bits by `scaling` (see OutputScaling). The

@@ -35,7 +35,7 @@ __global__ void word_transpose_kernel(const std::uint8_t* __restrict__ in, std::
   const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
   const int w0 = static_cast<int>(blockIdx.y) * kTile;
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const bool aligned = row_bytes % 4 == 0;
+  const bool aligned = row_bytes % 4 == 0 && reinterpret_cast<std::uintptr_t>(in) % 4 == 0;
 #pragma unroll
   for (int r = 0; r < kTile; r += 8) {
     const std::int64_t t = t0 + ty + r;

@@ -7,6 +7,8 @@
 // scratch, so two streams need two plans.
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "core/cuda_check.hpp"
 #include "dedisp/cuda_kernels.hpp"
 #include "dedisp/executor.hpp"
@@ -122,6 +124,9 @@ class CudaExecutor final : public Executor {
            const Stream* stream) {
     const auto& c = p.config;
     const std::int64_t row_bytes = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
+    if (c.nbits >= 16 && reinterpret_cast<std::uintptr_t>(in) % (c.nbits / 8) != 0)
+      fail(ErrorCategory::invalid_argument,
+           "the device input of {}-bit samples must be aligned to {} bytes", c.nbits, c.nbits / 8);
     const unsigned sign_flip =
         (c.is_signed && c.nbits > 1 && c.nbits <= 8) ? 1u << (c.nbits - 1) : 0u;
     if (algorithm_ == Algorithm::direct) {
