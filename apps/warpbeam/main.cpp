@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   add_image_command(app);
   add_simulate_station_command(app);
   add_bench_epic_command(app);
+  add_bench_dedisp_gpu_command(app);
 
   try {
     app.parse(argc, argv);

@@ -40,15 +40,38 @@ std::vector<float> dm_list_dedisp(double dm_min, double dm_max, double pulse_wid
 /// A plain linear list dm_min, dm_min + step, ... <= dm_max (step > 0).
 std::vector<float> dm_list_linear(double dm_min, double dm_max, double step);
 
-/// Kernel variant. `automatic` picks by backend and shape.
-enum class Algorithm { automatic, direct, tiled };
+/// Kernel variant. `automatic` picks by backend and shape: on CUDA, `packed` for nbits <= 8 and
+/// `tiled` otherwise. The CPU backend has one kernel and ignores the choice.
+///  - direct: one thread per (DM, output sample), unpacking on the fly (the baseline, as dedisp's
+///    direct kernel; Barsdell et al. 2012).
+///  - tiled: the ARTEMIS scheme (Armour et al. 2012): the input is corner-turned once to
+///    [chan][time], each block covers a (DM, time) rectangle, the block's input span is staged in
+///    shared memory and each thread holds several output samples in fp32 registers.
+///  - packed: the tiled scheme with exact integer arithmetic for nbits <= 8: two output samples
+///    per 32-bit add (two 16-bit lanes), flushed to 32-bit accumulators every <= 256 channels.
+enum class Algorithm { automatic, direct, tiled, packed };
 
-/// Tile sizes of the CUDA tiled kernel; 0 means "the default measured on the H200".
+/// "automatic", "direct", "tiled", "packed".
+std::string to_string(Algorithm a);
+/// Parses the names of to_string() ("auto" too); throws invalid_argument otherwise.
+Algorithm parse_algorithm(const std::string& name);
+
+/// Tile sizes of the CUDA tiled and packed kernels; 0 means "the default" (see PERFORMANCE.md).
+/// A block is dms_per_block warps-rows along DM x (threads_per_block / dms_per_block) lanes along
+/// time; it covers dms_per_block DM trials and (threads_per_block / dms_per_block) *
+/// samples_per_thread output samples. The tiled kernels validate these values (invalid_argument,
+/// naming the field) and may lower dms_per_block / channels_per_stage so that the staged input
+/// fits in shared memory; DedispersionPlan::tuning() reports what runs.
 struct CudaTuning {
-  int dms_per_block = 0;       ///< DM trials one thread block covers
-  int samples_per_thread = 0;  ///< output samples each thread accumulates in registers
-  int threads_per_block = 0;   ///< threads of one block (along time)
+  int dms_per_block = 0;       ///< DM trials one thread block covers: 1..32
+  int samples_per_thread = 0;  ///< output samples each thread accumulates in registers: 8, 16, 32
+  int threads_per_block = 0;  ///< dms_per_block x (32 or 64 lanes along time), <= 1024 (512 for 32)
+  int channels_per_stage = 0;  ///< channels staged in shared memory per round: 1..256
 };
+
+/// Throws invalid_argument naming the field when a non-zero value of `t` is out of range (the
+/// combination is checked against the shape when a plan is made).
+void validate(const CudaTuning& t);
 
 struct DedispersionConfig {
   int nchans = 0;
@@ -70,6 +93,24 @@ struct DedispersionConfig {
 
 /// Delays in samples, [ndm][nchans], relative to the highest frequency; round-to-nearest.
 std::vector<std::int32_t> delay_table(const DedispersionConfig& config);
+
+/// Quantised (8- or 16-bit) output, for memory-bound pipelines, as dedisp's out_nbits option:
+///   out = clamp(rint(fma(sum, scale, offset)), 0, 2^out_nbits - 1)
+/// computed in float32 (one fused multiply-add, round half to even), where `sum` is the float32
+/// dedispersed sum that the float output would hold. NaN maps to 0.
+struct OutputScaling {
+  float scale = 1;
+  float offset = 0;
+};
+
+/// dedisp's mapping (Barsdell et al. 2012, dedisp kernels.cuh scale_output): scale =
+/// (2^out_nbits - 1) / ((2^nbits - 1) * nchans) * (3 * 1024) / (255 * 16), offset 0 (dedisp
+/// truncates where warpbeam rounds to nearest). For nbits 32 the input range is taken as 255.
+/// Throws invalid_argument unless out_nbits is 8 or 16.
+OutputScaling dedisp_output_scaling(const DedispersionConfig& config, int out_nbits);
+
+/// The quantisation above for one value (host side; the CUDA kernels apply the same formula).
+std::uint32_t quantise_output(float sum, const OutputScaling& s, int out_nbits);
 
 namespace detail {
 class Executor;
@@ -100,9 +141,25 @@ class DedispersionPlan {
   /// Dedisperses one gulp. in: packed samples [nsamples_in][row_bytes()]; out: float32
   /// [ndms][nsamples_out()]. Both in host memory for the CPU backend, device memory for CUDA
   /// (asynchronous on `stream`; synchronous when stream is null). Throws invalid_argument on a
-  /// shape or memory-space mismatch.
+  /// shape or memory-space mismatch, or (CUDA) a 16/32-bit input not aligned to its sample size
+  /// (cudaMalloc'd buffers are). One execute() at a time per plan: the CUDA kernels corner-turn
+  /// the gulp into the plan's scratch, so concurrent streams need one plan each.
   void execute(View<const std::uint8_t, 2> in, View<float, 2> out,
                const Stream* stream = nullptr) const;
+  /// As above, with the output quantised to 8 or 16 bits by `scaling` (see OutputScaling). The
+  /// CUDA kernels write the quantised values directly (a quarter or half of the output bytes);
+  /// the CPU backend quantises a float32 result in a temporary buffer (allocated per call).
+  void execute(View<const std::uint8_t, 2> in, View<std::uint8_t, 2> out,
+               const OutputScaling& scaling, const Stream* stream = nullptr) const;
+  void execute(View<const std::uint8_t, 2> in, View<std::uint16_t, 2> out,
+               const OutputScaling& scaling, const Stream* stream = nullptr) const;
+
+  /// The kernel variant that runs (`automatic` resolved on CUDA; the config's value on CPU).
+  Algorithm algorithm() const;
+  /// The tile sizes that run (CUDA tiled/packed: after defaults and shared-memory limits).
+  CudaTuning tuning() const;
+  /// One line naming the kernel and its tile sizes, for logs and benchmark records.
+  std::string kernel_description() const;
 
  private:
   DedispersionConfig config_;
@@ -111,5 +168,56 @@ class DedispersionPlan {
   std::int32_t max_delay_ = 0;
   std::unique_ptr<detail::Executor> exec_;
 };
+
+// ---------------------------------------------------------------------------------------------
+// Autotuning of the CUDA kernels
+// ---------------------------------------------------------------------------------------------
+
+/// One kernel variant and tile size tried by autotune().
+struct AutotuneTrial {
+  Algorithm algorithm = Algorithm::automatic;
+  CudaTuning tuning;    ///< as requested
+  double kernel_s = 0;  ///< median execute() time (s); < 0 when the plan could not be made
+};
+
+struct AutotuneOptions {
+  bool use_cache = true;   ///< read the cache first and store the winner
+  bool refresh = false;    ///< measure even when the shape is in the cache
+  int repeats = 3;         ///< timed runs per candidate (after one warm-up)
+  std::string cache_path;  ///< empty: default_autotune_cache_path()
+};
+
+struct AutotuneResult {
+  Algorithm algorithm = Algorithm::automatic;  ///< the winner (tiled or packed; direct if asked)
+  CudaTuning tuning;                           ///< the winner's tile sizes (as run)
+  double kernel_s = 0;                         ///< its median time (s) when measured or cached
+  bool from_cache = false;
+  std::string key;         ///< the cache key of the shape
+  std::string cache_path;  ///< the cache file used ("" when caching is off or impossible)
+  std::vector<AutotuneTrial> trials;  ///< what was measured (empty when from the cache)
+};
+
+/// Tries a small set of CUDA kernel variants and tile sizes on `config`'s shape (random input
+/// made on the GPU; it allocates one input and one float32 output of the shape) and returns the
+/// fastest; the winner is cached per shape in a JSON file. `config.algorithm` limits the search:
+/// automatic tries packed (nbits <= 8) and tiled, tiled or packed only that one, direct nothing.
+/// The cache key is nchans, nbits, ndm, nsamples_in, the max-delay bucket (next power of two),
+/// the requested algorithm and the device name. Apply the result with
+/// `config.algorithm = r.algorithm; config.tuning = r.tuning;`.
+/// Throws unsupported without a CUDA device; a broken cache file is ignored with a warning.
+AutotuneResult autotune(const DedispersionConfig& config, const AutotuneOptions& options = {});
+
+/// The cache key of autotune() for `config` on the device named `device_name`.
+std::string autotune_cache_key(const DedispersionConfig& config, const std::string& device_name);
+
+/// $XDG_CACHE_HOME/warpbeam/dedisp-tuning.json, else ~/.cache/warpbeam/dedisp-tuning.json
+/// ("" when neither variable is set).
+std::string default_autotune_cache_path();
+
+/// Fills `bytes` of device memory with reproducible pseudo-random bytes (a counter-based hash of
+/// `seed` and the byte index), for tests and benchmarks that need data made on the GPU.
+/// Asynchronous on `stream` (synchronous when null); throws unsupported without CUDA.
+void random_device_bytes(std::uint8_t* device_ptr, std::size_t bytes, std::uint64_t seed,
+                         const Stream* stream = nullptr);
 
 }  // namespace warpbeam::dedisp

@@ -1,8 +1,9 @@
 #pragma once
 // Internal: the kernel behind a DedispersionPlan. One implementation per backend (cpu.cpp,
-// cuda.cu); plan.cpp picks one. Each gets the validated config and the delay table.
+// cuda_dispatch.cpp); plan.cpp picks one. Each gets the validated config and the delay table.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "warpbeam/dedisp.hpp"
@@ -22,10 +23,23 @@ class Executor {
   /// Shapes and memory spaces are already checked by the plan.
   virtual void execute(const PlanData& plan, const std::uint8_t* in, float* out,
                        const Stream* stream) = 0;
+  /// Writes the sums quantised to `out_nbits` (8 or 16) with `scaling` into `out`. Returns false
+  /// when this backend has no such path; the plan then quantises a float32 result itself.
+  virtual bool execute_scaled(const PlanData& /*plan*/, const std::uint8_t* /*in*/, void* /*out*/,
+                              int /*out_nbits*/, const OutputScaling& /*scaling*/,
+                              const Stream* /*stream*/) {
+    return false;
+  }
+  /// The kernel variant and tile sizes that run (defaults: the config's).
+  virtual Algorithm algorithm(const PlanData& plan) const { return plan.config.algorithm; }
+  virtual CudaTuning tuning(const PlanData& plan) const { return plan.config.tuning; }
+  virtual std::string description(const PlanData& plan) const {
+    return "cpu " + to_string(plan.config.algorithm);
+  }
 };
 
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
-/// Defined in cuda.cu; in a build without CUDA, plan.cpp never calls it.
+/// Defined in cuda_dispatch.cpp; in a build without CUDA, plan.cpp never calls it.
 std::unique_ptr<Executor> make_cuda_executor(const PlanData& plan);
 
 }  // namespace warpbeam::dedisp::detail

@@ -88,4 +88,52 @@ void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<float, 2> ou
   exec_->execute(data, in.data, out.data, stream);
 }
 
+namespace {
+// Quantised output: the CUDA executor writes it directly; otherwise (CPU) quantise a float32
+// result computed into a temporary (this path allocates; it exists for comparisons).
+template <class T>
+void execute_quantised(const DedispersionPlan& plan, detail::Executor& exec,
+                       const detail::PlanData& data, View<const std::uint8_t, 2> in, View<T, 2> out,
+                       const OutputScaling& scaling, const Stream* stream) {
+  const Space space = plan.backend() == Backend::cuda ? Space::device : Space::host;
+  constexpr int out_nbits = 8 * sizeof(T);
+  require_view(in, {plan.config().nsamples_in, plan.row_bytes()}, space, "dedispersion input");
+  require_view(out, {plan.ndms(), plan.nsamples_out()}, space, "dedispersion output");
+  if (!std::isfinite(scaling.scale) || !std::isfinite(scaling.offset))
+    fail(ErrorCategory::invalid_argument, "output scaling {} x + {} must be finite", scaling.scale,
+         scaling.offset);
+  if (exec.execute_scaled(data, in.data, out.data, out_nbits, scaling, stream)) return;
+  if (space != Space::host)
+    fail(ErrorCategory::unsupported, "this backend has no {}-bit output", out_nbits);
+  std::vector<float> tmp(static_cast<std::size_t>(out.size()));
+  exec.execute(data, in.data, tmp.data(), stream);
+  for (std::size_t i = 0; i < tmp.size(); ++i)
+    out.data[i] = static_cast<T>(quantise_output(tmp[i], scaling, out_nbits));
+}
+}  // namespace
+
+void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<std::uint8_t, 2> out,
+                               const OutputScaling& scaling, const Stream* stream) const {
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  execute_quantised(*this, *exec_, data, in, out, scaling, stream);
+}
+
+void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<std::uint16_t, 2> out,
+                               const OutputScaling& scaling, const Stream* stream) const {
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  execute_quantised(*this, *exec_, data, in, out, scaling, stream);
+}
+
+Algorithm DedispersionPlan::algorithm() const {
+  return exec_->algorithm({config_, delays_, max_delay_, nsamples_out()});
+}
+
+CudaTuning DedispersionPlan::tuning() const {
+  return exec_->tuning({config_, delays_, max_delay_, nsamples_out()});
+}
+
+std::string DedispersionPlan::kernel_description() const {
+  return exec_->description({config_, delays_, max_delay_, nsamples_out()});
+}
+
 }  // namespace warpbeam::dedisp
