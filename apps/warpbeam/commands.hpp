@@ -11,6 +11,10 @@ namespace warpbeam::cli {
 // themselves under app.get_subcommand("simulate") / ("bench"), which main() creates first.
 void add_info_command(CLI::App& app);
 void add_bench_ceilings_command(CLI::App& app);
+void add_bench_dedisp_command(CLI::App& app);
+void add_search_command(CLI::App& app);
+void add_simulate_filterbank_command(CLI::App& app);
+void add_demo_command(CLI::App& app);
 
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);

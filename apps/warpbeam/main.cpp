@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
   using namespace warpbeam::cli;
   add_info_command(app);
   add_bench_ceilings_command(app);
+  add_bench_dedisp_command(app);
+  add_search_command(app);
+  add_simulate_filterbank_command(app);
+  add_demo_command(app);
 
   try {
     app.parse(argc, argv);
