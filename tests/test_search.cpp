@@ -255,7 +255,7 @@ TEST(SearchPeaks, RunsTiesOwnershipAndOffsets) {
   out.clear();
   find_peaks(snr.data(), 12, 4, 6.0f, 0, 12, 0, 0, out);
   ASSERT_EQ(out.size(), 3u);
-  EXPECT_EQ(out[0], (Peak{9, 0, 2, 2, 0, 5}));   // run 2..4: boxcars [0,4) .. [2,6)
+  EXPECT_EQ(out[0], (Peak{9, 0, 2, 2, 0, 5}));    // run 2..4: boxcars [0,4) .. [2,6)
   EXPECT_EQ(out[2], (Peak{7, 0, 2, 10, 6, 11}));  // run 8..10
 }
 
@@ -266,8 +266,11 @@ TEST(SearchPlanTest, WidestBoxcarRules) {
   c.tsamp_s = 64e-6;
   c.baseline_s = 2.0;  // 31250 samples: K = 6, 5^6 / 8 = 1953
   c.boxcar_max = 4096;
-  EXPECT_EQ(widest_boxcar(c, 100000, 0), 1024);
-  EXPECT_EQ(widest_boxcar(c, 10000, 0), 256);  // K = 5 (3125 / 8 = 390), and n / 32 = 312
+  EXPECT_EQ(widest_boxcar(c, 100000, 0), 512);    // n / 128 = 781
+  EXPECT_EQ(widest_boxcar(c, 1000000, 0), 1024);  // 5^6 / 8 = 1953
+  c.baseline_s = 0.1;                             // 1562 samples: K = 4, 5^4 / 8 = 78
+  EXPECT_EQ(widest_boxcar(c, 1000000, 0), 64);
+  c.baseline_s = 2.0;
   c.max_width = {4, 1};
   EXPECT_EQ(widest_boxcar(c, 100000, 0), 4);
   EXPECT_EQ(widest_boxcar(c, 100000, 1), 1);
@@ -400,8 +403,8 @@ TEST(SearchCluster, IndependentOfOrderAndOfStreaming) {
   auto same = [](const std::vector<Cluster>& a, const std::vector<Cluster>& b) {
     if (a.size() != b.size()) return false;
     for (std::size_t i = 0; i < a.size(); ++i)
-      if (!(a[i].best == b[i].best) || a[i].members != b[i].members ||
-          a[i].begin != b[i].begin || a[i].end != b[i].end)
+      if (!(a[i].best == b[i].best) || a[i].members != b[i].members || a[i].begin != b[i].begin ||
+          a[i].end != b[i].end)
         return false;
     return true;
   };

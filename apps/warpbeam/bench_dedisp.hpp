@@ -17,21 +17,21 @@ namespace warpbeam::cli {
 
 /// What the user asked for on the command line.
 struct DedispBenchRequest {
-  std::string config = "D1";     ///< reference configuration (DESIGN.md)
-  std::int64_t nsamples = 0;     ///< output samples to time; 0: all of the configuration's
-  std::int64_t gulp = 0;         ///< output samples per execute(); 0: the backend's default
-  int repeats = 3;               ///< timed repeats (of the whole run, or per gulp on the CPU)
-  int threads = 0;               ///< CPU threads (0: OpenMP's default)
-  bool sweep = true;             ///< also try a few tile sizes and report the best
+  std::string config = "D1";  ///< reference configuration (DESIGN.md)
+  std::int64_t nsamples = 0;  ///< output samples to time; 0: all of the configuration's
+  std::int64_t gulp = 0;      ///< output samples per execute(); 0: the backend's default
+  int repeats = 3;            ///< timed repeats (of the whole run, or per gulp on the CPU)
+  int threads = 0;            ///< CPU threads (0: OpenMP's default)
+  bool sweep = true;          ///< also try a few tile sizes and report the best
 };
 
 /// A reference configuration as a dedispersion problem.
 struct DedispBenchSetup {
-  std::string name;                          ///< "D1"
-  dedisp::DedispersionConfig config;         ///< nsamples_in is left to the runner (its gulp)
-  std::int64_t nsamples_in_full = 0;         ///< the configuration's input samples (D1: 2^20)
-  std::int64_t nsamples_out_full = 0;        ///< its valid output samples (D1: 1,032,380)
-  std::int32_t max_delay = 0;                ///< samples
+  std::string name;                    ///< "D1"
+  dedisp::DedispersionConfig config;   ///< nsamples_in is left to the runner (its gulp)
+  std::int64_t nsamples_in_full = 0;   ///< the configuration's input samples (D1: 2^20)
+  std::int64_t nsamples_out_full = 0;  ///< its valid output samples (D1: 1,032,380)
+  std::int32_t max_delay = 0;          ///< samples
 };
 
 /// D1 (the only dedispersion configuration so far): 1024 ch, fch1 1500 MHz, foff -0.29296875 MHz,

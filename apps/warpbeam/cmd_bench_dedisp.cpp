@@ -15,8 +15,8 @@
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/output_file.hpp"
 #include "warpbeam/progress.hpp"
-#include "warpbeam/unpack.hpp"
 #include "warpbeam/provenance.hpp"
+#include "warpbeam/unpack.hpp"
 
 namespace warpbeam::cli {
 
@@ -57,8 +57,7 @@ bench::Timing time_cpu_gulps(const DedispBenchSetup& s, dedisp::DedispersionConf
 
 DedispBenchSetup dedisp_bench_setup(const std::string& name) {
   if (name != "D1")
-    fail(ErrorCategory::invalid_argument, "--config {}: the dedispersion benchmark knows D1",
-         name);
+    fail(ErrorCategory::invalid_argument, "--config {}: the dedispersion benchmark knows D1", name);
   DedispBenchSetup s;
   s.name = name;
   auto& c = s.config;
@@ -117,8 +116,8 @@ nlohmann::json dedisp_bench_record(const DedispBenchSetup& s, const std::string&
 
 nlohmann::json bench_dedisp_cpu(const DedispBenchRequest& r) {
   const DedispBenchSetup s = dedisp_bench_setup(r.config);
-  const std::int64_t total = r.nsamples > 0 ? std::min(r.nsamples, s.nsamples_out_full)
-                                            : s.nsamples_out_full;
+  const std::int64_t total =
+      r.nsamples > 0 ? std::min(r.nsamples, s.nsamples_out_full) : s.nsamples_out_full;
   // 32768 output samples per gulp keep the CPU's buffers near 400 MB for D1.
   const std::int64_t gulp = std::min(r.gulp > 0 ? r.gulp : std::int64_t{32768}, total);
   const std::int64_t ngulps = (total + gulp - 1) / gulp;
@@ -129,7 +128,7 @@ nlohmann::json bench_dedisp_cpu(const DedispBenchRequest& r) {
   nlohmann::json sweep = nlohmann::json::array();
   dedisp::CpuTuning best{};
   if (r.sweep) {
-    const dedisp::CpuTuning candidates[] = {{8, 256},  {8, 512},  {16, 256}, {16, 512},
+    const dedisp::CpuTuning candidates[] = {{8, 256},  {8, 512},   {16, 256}, {16, 512},
                                             {32, 256}, {16, 1024}, {4, 1024}};
     const std::int64_t g = std::min<std::int64_t>(gulp, 8192);
     double best_s = INFINITY;

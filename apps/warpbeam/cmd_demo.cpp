@@ -32,9 +32,9 @@ void run_demo(const std::string& keep_dir, std::uint64_t seed, const std::string
   sc.bursts = {burst};
 
   namespace fs = std::filesystem;
-  const fs::path dir = keep_dir.empty() ? fs::temp_directory_path() /
-                                              fmt::format("warpbeam-demo-{}", ::getpid())
-                                        : fs::path(keep_dir);
+  const fs::path dir = keep_dir.empty()
+                           ? fs::temp_directory_path() / fmt::format("warpbeam-demo-{}", ::getpid())
+                           : fs::path(keep_dir);
   fs::create_directories(dir);
   struct Cleanup {
     fs::path dir;
@@ -46,10 +46,11 @@ void run_demo(const std::string& keep_dir, std::uint64_t seed, const std::string
   } cleanup{dir, keep_dir.empty()};
   const std::string fil = (dir / "demo.fil").string();
 
-  fmt::print("warpbeam demo: simulating {} s, {} channels {:.1f}-{:.1f} MHz, tsamp {} us, {} bits "
-             "(seed {})\n",
-             sc.duration_s, sc.nchans, sc.fch1_mhz + (sc.nchans - 1) * sc.foff_mhz, sc.fch1_mhz,
-             sc.tsamp_s * 1e6, sc.nbits, seed);
+  fmt::print(
+      "warpbeam demo: simulating {} s, {} channels {:.1f}-{:.1f} MHz, tsamp {} us, {} bits "
+      "(seed {})\n",
+      sc.duration_s, sc.nchans, sc.fch1_mhz + (sc.nchans - 1) * sc.foff_mhz, sc.fch1_mhz,
+      sc.tsamp_s * 1e6, sc.nbits, seed);
   sim::simulate_filterbank(sc, fil);
 
   search::FileSearchConfig cfg;  // the defaults of `warpbeam search`

@@ -38,20 +38,23 @@ void run_search(SearchOptions& o) {
   nlohmann::json params = c.to_json();
   params["run"] = r.to_json();
   if (!o.output.empty()) io::write_cand(o.output, r.candidates, o.beam_column);
-  if (!o.json.empty())
-    io::write_candidates_json(o.json, r.candidates, h, o.path, params, r.dms);
+  if (!o.json.empty()) io::write_candidates_json(o.json, r.candidates, h, o.path, params, r.dms);
 
-  fmt::print("{}: {} channels, {} samples ({:.3f} s), tsamp {} us\n", o.path, h.nchans,
-             h.nsamples, h.duration_s(), h.tsamp * 1e6);
+  fmt::print("{}: {} channels, {} samples ({:.3f} s), tsamp {} us\n", o.path, h.nchans, h.nsamples,
+             h.duration_s(), h.tsamp * 1e6);
   fmt::print(
-      "searched {} samples: {} DM trials {:.2f}-{:.2f}, boxcars 1-{}, S/N >= {}, {} gulp(s) of "
-      "{}, {} in {:.2f} s ({:.2f}x real time)\n",
-      r.nsamples_searched, r.dms.size(), r.dms.front(), r.dms.back(), c.boxcar_max, c.snr_min,
-      r.gulps, r.gulp, r.backend, secs, r.nsamples_searched * h.tsamp / secs);
-  fmt::print("time (s): read {:.2f}, RFI {:.2f}, dedispersion {:.2f}, search {:.2f}, clustering "
-             "{:.2f}; memory {} MiB\n",
-             r.seconds_read, r.seconds_rfi, r.seconds_dedisp, r.seconds_search, r.seconds_cluster,
-             r.memory_bytes >> 20);
+      "searched {} samples: {} DM trials {:.2f}-{:.2f}, boxcars 1-{} (--boxcar-max {}), S/N >= "
+      "{}, {} gulp(s) of {}, {} in {:.2f} s ({:.2f}x real time)\n",
+      r.nsamples_searched, r.dms.size(), r.dms.front(), r.dms.back(), r.widest_boxcar, c.boxcar_max,
+      c.snr_min, r.gulps, r.gulp, r.backend, secs, r.nsamples_searched * h.tsamp / secs);
+  if (r.widest_boxcar < c.boxcar_max)
+    fmt::print("(boxcars wider than {} need a longer --baseline or more data: see --help)\n",
+               r.widest_boxcar);
+  fmt::print(
+      "time (s): read {:.2f}, RFI {:.2f}, dedispersion {:.2f}, search {:.2f}, clustering "
+      "{:.2f}; memory {} MiB\n",
+      r.seconds_read, r.seconds_rfi, r.seconds_dedisp, r.seconds_search, r.seconds_cluster,
+      r.memory_bytes >> 20);
   fmt::print("{} candidate(s)\n", r.candidates.size());
   print_candidates(r.candidates, h.tsamp, o.top);
 }
@@ -70,7 +73,9 @@ void add_search_command(CLI::App& app) {
   cmd->add_option("--pulse-width", c.pulse_width_us,
                   "Intrinsic pulse width the DM list is built for (us)")
       ->capture_default_str();
-  cmd->add_option("--boxcar-max", c.boxcar_max, "Widest boxcar (samples, a power of 2)")
+  cmd->add_option("--boxcar-max", c.boxcar_max,
+                  "Widest boxcar (samples, a power of 2); the search also stops at 1/8 of the "
+                  "baseline's decimation scale and at 1/128 of the gulp")
       ->capture_default_str();
   cmd->add_option("--snr-min", c.snr_min, "Detection threshold (S/N)")->capture_default_str();
   cmd->add_option("--zap-chans", o->zap_chans,

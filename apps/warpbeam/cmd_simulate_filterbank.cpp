@@ -8,16 +8,17 @@
 namespace warpbeam::cli {
 
 void add_simulate_filterbank_command(CLI::App& app) {
-  auto* cmd = app.get_subcommand("simulate")->add_subcommand(
-      "filterbank", "A SIGPROC filterbank of Gaussian noise with one dispersed pulse");
+  auto* cmd =
+      app.get_subcommand("simulate")
+          ->add_subcommand("filterbank",
+                           "A SIGPROC filterbank of Gaussian noise with one dispersed pulse");
   auto path = std::make_shared<std::string>();
   auto c = std::make_shared<sim::FilterbankSimConfig>();
   auto b = std::make_shared<sim::Burst>();
   auto width_ms = std::make_shared<double>(1.0);
   auto tsamp_us = std::make_shared<double>(256.0);
   auto no_burst = std::make_shared<bool>(false);
-  cmd->add_option("OUT", *path, "Output filterbank (.fil); parameters go to OUT.json")
-      ->required();
+  cmd->add_option("OUT", *path, "Output filterbank (.fil); parameters go to OUT.json")->required();
   cmd->add_option("--dm", b->dm, "DM of the pulse (pc cm^-3)")->capture_default_str();
   cmd->add_option("--snr", b->snr,
                   "Injected S/N: matched-filter S/N of the smeared pulse at its true DM")

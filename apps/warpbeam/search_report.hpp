@@ -10,16 +10,15 @@
 namespace warpbeam::cli {
 
 /// Prints the first `top` candidates (all when top <= 0) as an aligned table.
-inline void print_candidates(const std::vector<search::Candidate>& cands, double tsamp_s,
-                             int top) {
+inline void print_candidates(const std::vector<search::Candidate>& cands, double tsamp_s, int top) {
   const std::size_t n =
       top > 0 ? std::min(cands.size(), static_cast<std::size_t>(top)) : cands.size();
   if (n == 0) {
     fmt::print("no candidates\n");
     return;
   }
-  fmt::print("{:>4} {:>8} {:>12} {:>10} {:>10} {:>8} {:>10} {:>7} {:>8}\n", "rank", "snr",
-             "time_s", "sample", "dm", "dm_trial", "width_ms", "filter", "members");
+  fmt::print("{:>4} {:>8} {:>12} {:>10} {:>10} {:>8} {:>10} {:>7} {:>8}\n", "rank", "snr", "time_s",
+             "sample", "dm", "dm_trial", "width_ms", "filter", "members");
   for (std::size_t i = 0; i < n; ++i) {
     const auto& c = cands[i];
     fmt::print("{:>4} {:>8.2f} {:>12.6f} {:>10} {:>10.3f} {:>8} {:>10.3f} {:>7} {:>8}\n", i + 1,

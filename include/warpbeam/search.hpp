@@ -84,7 +84,8 @@ float tree_median(const float* x, std::int64_t n, float* scratch);
 
 /// sigma of `x` about `centre`, robust to outliers (pulses, RFI):
 ///   sigma0 = kMadToSigma * tree_median(|x - centre|)
-///   sigma  = sqrt( sum_{|x-centre| <= kClipSigma*sigma0} (x-centre)^2 / (count*kClipVarianceFactor) )
+///   sigma  = sqrt( sum_{|x-centre| <= kClipSigma*sigma0} (x-centre)^2 /
+///   (count*kClipVarianceFactor) )
 /// with the sum and the count in double. When sigma0 is 0 (more than half the values equal the
 /// centre, e.g. 1-bit data), sigma is the plain RMS about the mean (double). `scratch`: n floats.
 double robust_rms(const float* x, std::int64_t n, float centre, float* scratch);
@@ -113,7 +114,7 @@ void running_median_baseline(const float* x, std::int64_t n, int levels, float* 
 /// One peak ("giant" in heimdall): the best sample of a run of consecutive samples whose S/N
 /// (one DM trial, one boxcar width) is >= the threshold.
 struct Peak {
-  float snr = 0;           ///< S/N of the best sample of the run
+  float snr = 0;  ///< S/N of the best sample of the run
   std::int32_t dm_trial = 0;
   std::int32_t filter = 0;  ///< log2 of the boxcar width
   std::int64_t sample = 0;  ///< centre sample t of the best boxcar (window [t - w/2, t - w/2 + w))
@@ -124,8 +125,8 @@ struct Peak {
 };
 
 /// Boxcars are searched only where the series has at least kMinBoxcars * w valid centres, so
-/// that the RMS of the filtered series can be measured (stage 6).
-inline constexpr std::int64_t kMinBoxcars = 32;
+/// that the RMS of the filtered series can be measured (stage 6) to ~7 % or better.
+inline constexpr std::int64_t kMinBoxcars = 128;
 /// ... and only up to 5^K / kBaselineWidthRatio samples: the baseline would absorb a wider pulse
 /// and its own noise would dominate wider boxcars (to search wider pulses, lengthen the baseline).
 inline constexpr std::int64_t kBaselineWidthRatio = 8;
@@ -137,17 +138,17 @@ inline constexpr std::int64_t kBaselineWidthRatio = 8;
 void boxcar_snr(const double* prefix, std::int64_t n, int width, double sigma, float* snr);
 
 /// Stage 5: measures rho = robust_rms(snr over the valid centres of `width`, centre 0) and
-/// scales those values by its inverse (float(double(snr) * (1 / rho))); returns rho (the values are left
-/// unchanged when rho <= 0 or is not finite: the caller skips the width). `scratch`: n floats.
+/// scales those values by its inverse (float(double(snr) * (1 / rho))); returns rho (the values are
+/// left unchanged when rho <= 0 or is not finite: the caller skips the width). `scratch`: n floats.
 double normalise_boxcar(float* snr, std::int64_t n, int width, float* scratch);
 
 /// Appends the peaks of one S/N series (one DM trial, one width) to `out`: runs of consecutive
 /// samples with snr >= snr_min within the valid range of `width` (see boxcar_snr); each run
 /// gives the sample of its largest S/N (first on ties), kept if own_begin <= sample < own_end.
 /// sample, begin and end are offset by `sample_offset`.
-void find_peaks(const float* snr, std::int64_t n, int width, float snr_min,
-                std::int64_t own_begin, std::int64_t own_end, std::int32_t dm_trial,
-                std::int64_t sample_offset, std::vector<Peak>& out);
+void find_peaks(const float* snr, std::int64_t n, int width, float snr_min, std::int64_t own_begin,
+                std::int64_t own_end, std::int32_t dm_trial, std::int64_t sample_offset,
+                std::vector<Peak>& out);
 
 // =============================================================================================
 // SearchPlan: the per-plane search (stages 1-6 for every DM trial)
@@ -229,9 +230,9 @@ class SearchPlan {
 /// Two peaks are friends when |dm_trial_i - dm_trial_j| <= dm_tol, |filter_i - filter_j| <=
 /// filter_tol and the gap between their sample spans [begin, end] is at most time_tol samples
 /// (begin_j <= end_i + time_tol and begin_i <= end_j + time_tol); clusters are the connected
-/// components (so the result does not depend on the order of the peaks). heimdall's defaults: 3 samples, 3 filters, 200 DM trials (heimdall compares
-/// best samples; warpbeam compares spans, which also links a wide boxcar to the narrow ones
-/// inside it).
+/// components (so the result does not depend on the order of the peaks). heimdall's defaults: 3
+/// samples, 3 filters, 200 DM trials (heimdall compares best samples; warpbeam compares spans,
+/// which also links a wide boxcar to the narrow ones inside it).
 struct ClusterConfig {
   std::int64_t time_tol = 3;
   std::int32_t filter_tol = 3;
@@ -309,8 +310,8 @@ struct RfiConfig {
 
 /// Per-channel statistics of one gulp and the channels kept.
 struct RfiReport {
-  std::vector<float> median;    ///< per channel: tree_median of its samples
-  std::vector<double> sigma;    ///< per channel: robust_rms about the median
+  std::vector<float> median;       ///< per channel: tree_median of its samples
+  std::vector<double> sigma;       ///< per channel: robust_rms about the median
   std::vector<std::uint8_t> keep;  ///< per channel: 1 = kept, 0 = zapped (mask, dead, outlier)
   int zapped_by_mask = 0, zapped_dead = 0, zapped_outlier = 0;
   int kept() const;
@@ -343,7 +344,7 @@ struct FileSearchConfig {
   /// Budget for the search's buffers (bytes); see search_filterbank() for the bound.
   std::int64_t memory_bytes = std::int64_t{2} << 30;
   int threads = 0;
-  int beam = 0;  ///< written in every candidate
+  int beam = 0;          ///< written in every candidate
   bool progress = true;  ///< progress on stderr when it is a terminal
 
   void validate() const;
@@ -358,28 +359,31 @@ std::vector<int> parse_channel_list(const std::string& spec);
 struct SearchResult {
   io::FilterbankHeader header;
   std::vector<float> dms;
-  std::vector<Candidate> candidates;  ///< sorted by S/N, descending
-  std::int32_t max_delay = 0;         ///< samples, at the largest DM
+  std::vector<Candidate> candidates;   ///< sorted by S/N, descending
+  std::int32_t max_delay = 0;          ///< samples, at the largest DM
   std::int64_t nsamples_searched = 0;  ///< output samples (nsamples - max_delay)
   std::int64_t gulp = 0, gulps = 0, margin = 0;
-  std::int64_t dm_chunk = 0;          ///< DM trials dedispersed at a time
-  std::int64_t memory_bytes = 0;      ///< the buffers' size, by the bound below
-  int min_channels_kept = 0;          ///< fewest channels kept by RFI cleaning in a gulp
-  std::string backend;                ///< "cpu", or "cuda (dedispersion) + cpu (search)"
+  std::int64_t dm_chunk = 0;  ///< DM trials dedispersed at a time
+  int widest_boxcar = 0;      ///< the widest boxcar searched (baseline, gulp and boxcar_max limits)
+  std::int64_t memory_bytes = 0;  ///< the buffers' size, by the bound below
+  int min_channels_kept = 0;      ///< fewest channels kept by RFI cleaning in a gulp
+  std::string backend;            ///< "cpu", or "cuda (dedispersion) + cpu (search)"
   /// Wall time of each stage (s): read, rfi, dedisp, search, cluster.
   double seconds_read = 0, seconds_rfi = 0, seconds_dedisp = 0, seconds_search = 0,
          seconds_cluster = 0;
-  nlohmann::json to_json() const;     ///< everything but the candidates
+  nlohmann::json to_json() const;  ///< everything but the candidates
 };
 
 /// Searches a SIGPROC filterbank file.
 ///
 /// Streaming: the valid output samples [0, nsamples - max_delay) are cut into owned ranges of
-/// `gulp` samples; each gulp dedisperses and searches its owned range plus a margin of
-/// boxcar_max samples on each side (clipped at the file's ends), reading input rows
-/// [start, end + max_delay). A peak is kept only by the gulp that owns its best sample, and
-/// clusters are built across gulps (Clusterer), so no pulse is lost at a gulp edge and none is
-/// counted twice. The statistics (RFI, baseline, RMS) are per gulp.
+/// `gulp` samples (default: the largest of 2^17, twice the maximum delay and kMinBoxcars times
+/// the widest boxcar the baseline allows, then halved to fit the memory budget); each gulp
+/// dedisperses and searches its owned range plus a margin of boxcar_max samples on each side
+/// (clipped at the file's ends), reading input rows [start, end + max_delay). A peak is kept only
+/// by the gulp that owns its best sample, and clusters are built across gulps (Clusterer), so no
+/// pulse is lost at a gulp edge and none is counted twice. The statistics (RFI, baseline, RMS) are
+/// per gulp.
 ///
 /// Memory bound (bytes), with rows = gulp + 2 margin + max_delay, L = gulp + 2 margin:
 ///   rows * (row_bytes + 8 nchans)        packed input, cleaned float input, dedispersion scratch

@@ -41,8 +41,7 @@ std::vector<search::Candidate> read_cand(const std::string& path) {
     search::Candidate c;
     if (!(ss >> c.snr >> c.sample >> c.time_s >> c.filter >> c.dm_trial >> c.dm >> c.members >>
           c.begin >> c.end))
-      fail(ErrorCategory::format, "'{}' line {}: not a .cand line (9 or 10 columns)", path,
-           lineno);
+      fail(ErrorCategory::format, "'{}' line {}: not a .cand line (9 or 10 columns)", path, lineno);
     if (!(ss >> c.beam)) c.beam = 0;
     std::string extra;
     if (ss.clear(), ss >> extra)

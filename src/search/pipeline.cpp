@@ -49,8 +49,7 @@ class ChunkDedisperser {
 
   // in: cleaned float32 [rows][nchans] (host); out: [ndms][L] (host).
   void run(const dedisp::DedispersionConfig& c, const float* in, float* out) {
-    if (!plan_ || plan_->config().nsamples_in != c.nsamples_in ||
-        plan_->config().dms != c.dms)
+    if (!plan_ || plan_->config().nsamples_in != c.nsamples_in || plan_->config().dms != c.dms)
       plan_.emplace(c, backend_);
     const auto& p = *plan_;
     const std::int64_t in_bytes = c.nsamples_in * p.row_bytes();
@@ -66,9 +65,9 @@ class ChunkDedisperser {
     if (d_out_.size() < static_cast<std::size_t>(out_count))
       d_out_ = DeviceArray<float>(static_cast<std::size_t>(out_count));
     copy_bytes(d_in_.data(), in, static_cast<std::size_t>(in_bytes));
-    p.execute(View<const std::uint8_t, 2>(d_in_.data(), {c.nsamples_in, p.row_bytes()},
-                                          Space::device),
-              View<float, 2>(d_out_.data(), {p.ndms(), p.nsamples_out()}, Space::device));
+    p.execute(
+        View<const std::uint8_t, 2>(d_in_.data(), {c.nsamples_in, p.row_bytes()}, Space::device),
+        View<float, 2>(d_out_.data(), {p.ndms(), p.nsamples_out()}, Space::device));
     copy_bytes(out, d_out_.data(), static_cast<std::size_t>(out_count) * sizeof(float));
   }
 
@@ -102,8 +101,7 @@ std::vector<int> parse_channel_list(const std::string& spec) {
            "--zap-chans: '{}' is not a channel or a range such as 10-20", item);
     }
     if (a < 0 || b < a || b > (1 << 24))
-      fail(ErrorCategory::invalid_argument, "--zap-chans: '{}' is not a valid channel range",
-           item);
+      fail(ErrorCategory::invalid_argument, "--zap-chans: '{}' is not a valid channel range", item);
     for (long c = a; c <= b; ++c)
       out.push_back(static_cast<int>(c));
   }
@@ -116,8 +114,7 @@ void FileSearchConfig::validate() const {
   if (!(dm_min >= 0) || !std::isfinite(dm_min))
     fail(ErrorCategory::invalid_argument, "--dm-min = {} must be >= 0", dm_min);
   if (!(dm_max >= dm_min) || !std::isfinite(dm_max))
-    fail(ErrorCategory::invalid_argument, "--dm-max = {} must be >= --dm-min = {}", dm_max,
-         dm_min);
+    fail(ErrorCategory::invalid_argument, "--dm-max = {} must be >= --dm-min = {}", dm_max, dm_min);
   if (!(dm_tolerance > 1) || !std::isfinite(dm_tolerance))
     fail(ErrorCategory::invalid_argument, "--dm-tol = {} must be > 1", dm_tolerance);
   if (!(pulse_width_us > 0) || !std::isfinite(pulse_width_us))
@@ -175,6 +172,7 @@ nlohmann::json SearchResult::to_json() const {
           {"gulps", gulps},
           {"margin", margin},
           {"dm_chunk", dm_chunk},
+          {"widest_boxcar", widest_boxcar},
           {"memory_bytes", memory_bytes},
           {"min_channels_kept", min_channels_kept},
           {"seconds",
@@ -230,16 +228,25 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
     fail(ErrorCategory::invalid_argument,
          "'{}' holds {} samples ({:.3f} s) but the dispersion delay at DM {} is {} samples "
          "({:.3f} s): lower --dm-max",
-         path, h.nsamples, h.duration_s(), res.dms.back(), res.max_delay,
-         res.max_delay * h.tsamp);
+         path, h.nsamples, h.duration_s(), res.dms.back(), res.max_delay, res.max_delay * h.tsamp);
   res.nsamples_searched = nout;
 
   // Gulp and DM chunk from the memory budget.
   const std::int64_t margin = cfg.boxcar_max;
   res.margin = margin;
-  std::int64_t gulp = cfg.gulp > 0 ? cfg.gulp
-                                   : std::max<std::int64_t>(std::int64_t{1} << 17,
-                                                            2 * std::int64_t{res.max_delay});
+  SearchConfig sc;
+  sc.tsamp_s = h.tsamp;
+  sc.baseline_s = cfg.baseline_s;
+  sc.boxcar_max = cfg.boxcar_max;
+  sc.snr_min = cfg.snr_min;
+  sc.min_rms = kMinRms;
+  sc.threads = cfg.threads;
+  // Long enough for kMinBoxcars of the widest boxcar the baseline allows.
+  const std::int64_t widest_target = widest_boxcar(sc, std::int64_t{1} << 40, 0);
+  std::int64_t gulp = cfg.gulp > 0
+                          ? cfg.gulp
+                          : std::max({std::int64_t{1} << 17, 2 * std::int64_t{res.max_delay},
+                                      kMinBoxcars * widest_target});
   gulp = std::min(gulp, nout);
   const std::int64_t min_gulp = std::min<std::int64_t>(nout, std::max<std::int64_t>(margin, 4096));
   auto plane_len = [&](std::int64_t g) { return std::min(g + 2 * margin, nout); };
@@ -259,14 +266,7 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
   res.dm_chunk = chunk;
   res.memory_bytes = memory_need(h, L, res.max_delay, chunk, threads);
   res.min_channels_kept = h.nchans;
-
-  SearchConfig sc;
-  sc.tsamp_s = h.tsamp;
-  sc.baseline_s = cfg.baseline_s;
-  sc.boxcar_max = cfg.boxcar_max;
-  sc.snr_min = cfg.snr_min;
-  sc.min_rms = kMinRms;
-  sc.threads = cfg.threads;
+  res.widest_boxcar = widest_boxcar(sc, L, 0);
 
   std::vector<float> gulp_data, plane;
   ChunkDedisperser dedisperser(dedisp_backend);

@@ -1,8 +1,8 @@
 // Robust statistics and the per-DM-trial stages of the search: the definitions both executors
 // follow (see the header for the exact rules).
 #include <algorithm>
-#include <cmath>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "warpbeam/format.hpp"
@@ -32,8 +32,7 @@ inline float median5(const float* v) {
 
 // Mean of 5 values, summed left to right in double (so any implementation gets the same float).
 inline float mean5(const float* v) {
-  return static_cast<float>(
-      ((((static_cast<double>(v[0]) + v[1]) + v[2]) + v[3]) + v[4]) / 5.0);
+  return static_cast<float>(((((static_cast<double>(v[0]) + v[1]) + v[2]) + v[3]) + v[4]) / 5.0);
 }
 
 // out[i] = median5(in + 5 i) for i < n / 5; in and out may alias (out <= in).
@@ -181,9 +180,9 @@ double normalise_boxcar(float* snr, std::int64_t n, int width, float* scratch) {
   return rho;
 }
 
-void find_peaks(const float* snr, std::int64_t n, int width, float snr_min,
-                std::int64_t own_begin, std::int64_t own_end, std::int32_t dm_trial,
-                std::int64_t sample_offset, std::vector<Peak>& out) {
+void find_peaks(const float* snr, std::int64_t n, int width, float snr_min, std::int64_t own_begin,
+                std::int64_t own_end, std::int32_t dm_trial, std::int64_t sample_offset,
+                std::vector<Peak>& out) {
   const std::int64_t h = width / 2;
   const std::int64_t lo = h, hi = n - width + h;
   const auto filter = static_cast<std::int32_t>(std::countr_zero(static_cast<unsigned>(width)));

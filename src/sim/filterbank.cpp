@@ -193,10 +193,10 @@ BurstSignal burst_signal(const FilterbankSimConfig& c, const Burst& b) {
     const double f = c.fch1_mhz + ch * c.foff_mhz;
     spread = std::max(spread, delay(b.dm, f - bw / 2, f + bw / 2));
   }
-  const auto p0 = static_cast<std::int64_t>(
-      std::floor((b.time_s - spread - kReach * sigma) / c.tsamp_s) - 1);
-  const auto p1 = static_cast<std::int64_t>(
-      std::floor((b.time_s + spread + kReach * sigma) / c.tsamp_s) + 1);
+  const auto p0 =
+      static_cast<std::int64_t>(std::floor((b.time_s - spread - kReach * sigma) / c.tsamp_s) - 1);
+  const auto p1 =
+      static_cast<std::int64_t>(std::floor((b.time_s + spread + kReach * sigma) / c.tsamp_s) + 1);
   std::vector<double> p(static_cast<std::size_t>(p1 - p0 + 1), 0.0);
   for (int ch = 0; ch < c.nchans; ++ch) {
     const double f = c.fch1_mhz + ch * c.foff_mhz, dc = delay(b.dm, f, fhi);
@@ -217,14 +217,14 @@ BurstSignal burst_signal(const FilterbankSimConfig& c, const Burst& b) {
     const double f = c.fch1_mhz + ch * c.foff_mhz;
     const double t_first = b.time_s + delay(b.dm, f + bw / 2, fhi) - kReach * sigma;
     const double t_last = b.time_s + delay(b.dm, f - bw / 2, fhi) + kReach * sigma;
-    const auto j0 = std::max<std::int64_t>(
-        0, static_cast<std::int64_t>(std::floor(t_first / c.tsamp_s)) - 1);
+    const auto j0 =
+        std::max<std::int64_t>(0, static_cast<std::int64_t>(std::floor(t_first / c.tsamp_s)) - 1);
     const auto j1 = std::min<std::int64_t>(
         n - 1, static_cast<std::int64_t>(std::floor(t_last / c.tsamp_s)) + 1);
     std::vector<double> v(static_cast<std::size_t>(std::max<std::int64_t>(0, j1 - j0 + 1)), 0.0);
     for (int m = 0; m < s.nsub; ++m)
-      add_gaussian(b.time_s + delay(b.dm, sub_freq(f, m), fhi), sigma, c.tsamp_s,
-                   w * s.amplitude, j0, v);
+      add_gaussian(b.time_s + delay(b.dm, sub_freq(f, m), fhi), sigma, c.tsamp_s, w * s.amplitude,
+                   j0, v);
     s.first[ch] = j0;
     s.values[ch].assign(v.begin(), v.end());
   }
@@ -264,7 +264,8 @@ nlohmann::json simulate_filterbank(const FilterbankSimConfig& c, const std::stri
         for (int ch = 0; ch < c.nchans; ++ch) {
           const auto& v = s.values[ch];
           const std::int64_t a = std::max(t0, s.first[ch]);
-          const std::int64_t z = std::min(t0 + nt, s.first[ch] + static_cast<std::int64_t>(v.size()));
+          const std::int64_t z =
+              std::min(t0 + nt, s.first[ch] + static_cast<std::int64_t>(v.size()));
           for (std::int64_t t = a; t < z; ++t)
             rows[(t - t0) * c.nchans + ch] += v[t - s.first[ch]];
         }

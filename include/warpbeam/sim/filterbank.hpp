@@ -49,15 +49,15 @@ struct Burst {
 
 struct FilterbankSimConfig {
   int nchans = 256;
-  double fch1_mhz = 1500;   ///< centre of channel 0
-  double foff_mhz = -1;     ///< channel step (either sign)
+  double fch1_mhz = 1500;  ///< centre of channel 0
+  double foff_mhz = -1;    ///< channel step (either sign)
   double tsamp_s = 256e-6;
-  int nbits = 8;            ///< 1, 2, 4, 8, 16 or 32
+  int nbits = 8;  ///< 1, 2, 4, 8, 16 or 32
   double duration_s = 10;
   std::uint64_t seed = 1;
   double tstart_mjd = 60000;
-  double noise_mean = -1;   ///< < 0: the default for nbits
-  double noise_rms = -1;    ///< < 0: the default for nbits
+  double noise_mean = -1;  ///< < 0: the default for nbits
+  double noise_rms = -1;   ///< < 0: the default for nbits
   std::string source_name = "warpbeam_sim";
   std::vector<Burst> bursts;
 
