@@ -64,8 +64,8 @@ void expect_failure(const wbtest::TempDir& dir, const std::string& args, int cod
   EXPECT_EQ(r.exit_code, code) << r.err;
   EXPECT_EQ(r.err.rfind("warpbeam: error: ", 0), 0u) << r.err;
   const std::string first = r.err.substr(0, r.err.find('\n'));
-  EXPECT_NE(first.find(word), std::string::npos) << "the error should name '" << word
-                                                 << "': " << first;
+  EXPECT_NE(first.find(word), std::string::npos)
+      << "the error should name '" << word << "': " << first;
   if (code == 1) EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_EQ(dir.files(), before) << "a failed run left a file behind";
 }
@@ -113,8 +113,8 @@ TEST(SearchCli, FindsTheRealBurstAndWritesCandFiles) {
   EXPECT_GT(j["candidates"][0]["mjd"].get<double>(), 50000);
   EXPECT_FALSE(j["provenance"]["git_commit"].get<std::string>().empty());
   // The beam column on request.
-  const auto r2 = wbtest::run_cli("search '" + fil + "' --beam-column --output '" +
-                                  dir.file("c.cand") + "'");
+  const auto r2 =
+      wbtest::run_cli("search '" + fil + "' --beam-column --output '" + dir.file("c.cand") + "'");
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   const std::string t2 = wbtest::slurp(dir.file("c.cand"));
   const std::string l2 = t2.substr(0, t2.find('\n'));
@@ -210,8 +210,10 @@ TEST(SearchCli, DemoRecoversTheBurst) {
 
 TEST(SearchCli, BenchDedispReportsThroughput) {
   wbtest::TempDir dir;
-  const auto r = wbtest::run_cli("bench dedisp --config D1 --backend cpu --nsamples 256 "
-                                 "--no-sweep --json '" + dir.file("b.json") + "'");
+  const auto r = wbtest::run_cli(
+      "bench dedisp --config D1 --backend cpu --nsamples 256 "
+      "--no-sweep --json '" +
+      dir.file("b.json") + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("channel*DM*samples/s"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(wbtest::slurp(dir.file("b.json")));

@@ -71,8 +71,8 @@ Expected expected_recovery(const sim::FilterbankSimConfig& s, const sim::Burst& 
     std::map<int, int> count;
     for (int c = 0; c < nc; ++c) {
       const double f = s.fch1_mhz + c * s.foff_mhz;
-      delay[d][c] = static_cast<int>(
-          std::lround(kDm * dms[d] * (1 / (f * f) - 1 / (fhi * fhi)) / s.tsamp_s));
+      delay[d][c] =
+          static_cast<int>(std::lround(kDm * dms[d] * (1 / (f * f) - 1 / (fhi * fhi)) / s.tsamp_s));
       ++count[delay[d][c]];
     }
     double var = nc;
@@ -179,8 +179,8 @@ Expected expected_recovery(const sim::FilterbankSimConfig& s, const sim::Burst& 
 
 TEST(SearchFile, FindsTheRealBurstInBurst28) {
   WB_REQUIRE_DATA("filterbank/burst_28.fil");
-  const auto r = search_filterbank(wbtest::data_file("filterbank/burst_28.fil"), quiet_config(),
-                                   Backend::cpu);
+  const auto r =
+      search_filterbank(wbtest::data_file("filterbank/burst_28.fil"), quiet_config(), Backend::cpu);
   ASSERT_FALSE(r.candidates.empty());
   const auto& top = r.candidates.front();
   EXPECT_GE(top.dm, 465);
@@ -206,11 +206,10 @@ TEST(SearchFile, InjectionRecoveryMatchesTheGridEfficiency) {
     double snr;
   };
   // 22 combinations of DM 20-2000, width 1-64 samples and S/N 8-50 (fixed seeds).
-  const Case cases[] = {{20, 1, 12},   {20, 2, 30},   {20, 4, 50},   {50, 1, 12},
-                        {50, 8, 20},   {100, 2, 10},  {100, 16, 15}, {150, 32, 25},
-                        {200, 4, 8},   {250, 64, 40}, {350, 1, 50},  {350, 8, 12},
-                        {500, 2, 20},  {500, 64, 15}, {700, 16, 10}, {750, 4, 30},
-                        {1000, 1, 15}, {1000, 32, 50}, {1300, 8, 9}, {1500, 2, 25},
+  const Case cases[] = {{20, 1, 12},   {20, 2, 30},   {20, 4, 50},    {50, 1, 12},   {50, 8, 20},
+                        {100, 2, 10},  {100, 16, 15}, {150, 32, 25},  {200, 4, 8},   {250, 64, 40},
+                        {350, 1, 50},  {350, 8, 12},  {500, 2, 20},   {500, 64, 15}, {700, 16, 10},
+                        {750, 4, 30},  {1000, 1, 15}, {1000, 32, 50}, {1300, 8, 9},  {1500, 2, 25},
                         {2000, 4, 12}, {2000, 64, 30}};
   int index = 0, failures = 0;
   for (const Case& k : cases) {
@@ -235,8 +234,8 @@ TEST(SearchFile, InjectionRecoveryMatchesTheGridEfficiency) {
     cfg.snr_min = 5;  // so that the faintest injections are measured, not just detected
     const auto r = search_filterbank(path, cfg, Backend::cpu);
     const auto e = expected_recovery(s, b, r.dms, r.nsamples_searched, 24, 500 + index);
-    SCOPED_TRACE(fmt::format("case {}: DM {}, width {} samples, S/N {}", index, k.dm, k.width,
-                             k.snr));
+    SCOPED_TRACE(
+        fmt::format("case {}: DM {}, width {} samples, S/N {}", index, k.dm, k.width, k.snr));
     if (r.candidates.empty()) {
       ADD_FAILURE() << "no candidate; expected S/N " << e.snr << " (efficiency " << e.snr / k.snr
                     << ")";
@@ -262,15 +261,15 @@ TEST(SearchFile, InjectionRecoveryMatchesTheGridEfficiency) {
     const double tol_dm = std::max(step, 0.5 * width / (kDm * band));
     // Time: within one width.
     const double tol_t = width;
-    const bool ok = std::abs(top.snr - e.noisy) <= tol_snr &&
-                    std::abs(top.dm - k.dm) <= tol_dm && std::abs(top.time_s - b.time_s) <= tol_t;
+    const bool ok = std::abs(top.snr - e.noisy) <= tol_snr && std::abs(top.dm - k.dm) <= tol_dm &&
+                    std::abs(top.time_s - b.time_s) <= tol_t;
     std::printf(
         "[ case %2d ] DM %6.1f width %2d S/N %4.1f | efficiency %.3f: %5.2f noise-free (w %d, "
         "trial %d), %5.2f +- %.2f with noise | recovered S/N %5.2f DM %7.2f (tol %.2f) t %+.2f "
         "samples (tol %.1f, w %d) %s\n",
-        index, k.dm, k.width, k.snr, eff, e.snr, e.width, e.dm_trial, e.noisy, e.noisy_sd,
-        top.snr, top.dm, tol_dm, (top.time_s - b.time_s) / s.tsamp_s, width / s.tsamp_s,
-        top.width(), ok ? "ok" : "FAIL");
+        index, k.dm, k.width, k.snr, eff, e.snr, e.width, e.dm_trial, e.noisy, e.noisy_sd, top.snr,
+        top.dm, tol_dm, (top.time_s - b.time_s) / s.tsamp_s, width / s.tsamp_s, top.width(),
+        ok ? "ok" : "FAIL");
     EXPECT_LE(eff, 1.0);
     EXPECT_NEAR(top.snr, e.noisy, tol_snr);
     EXPECT_NEAR(top.dm, k.dm, tol_dm);

@@ -3,6 +3,7 @@
 // configuration. The CPU runner is here; the CUDA runner is bench_dedisp_cuda() (bench_dedisp.hpp).
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <random>
 
@@ -21,6 +22,14 @@
 namespace warpbeam::cli {
 
 namespace {
+
+// The 1-minute load average: the CPUs are shared, so it says how much of them a run had.
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double l = -1;
+  f >> l;
+  return l;
+}
 
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
@@ -145,13 +154,16 @@ nlohmann::json bench_dedisp_cpu(const DedispBenchRequest& r) {
     c.cpu_tuning = best;
   }
 
-  // The timed run: every gulp once (the full configuration), or `repeats` times per gulp when
-  // only one gulp is asked for.
-  Progress progress(fmt::format("bench dedisp {} cpu", s.name), ngulps * gulp);
+  // The timed run: every gulp once after a warm-up (the whole configuration), or `repeats`
+  // times when it is one gulp; seconds = the median gulp's time x the number of gulps.
+  const int reps = ngulps == 1 ? std::max(r.repeats, 1) : static_cast<int>(ngulps);
+  Progress progress(fmt::format("bench dedisp {} cpu", s.name), (reps + 1) * gulp);
   std::int64_t done = 0;
   double seconds = 0;
-  const int reps = ngulps == 1 ? std::max(r.repeats, 1) : 1;
+  const double load_before = load_average();
+  const std::clock_t cpu0 = std::clock();
   const auto tm = time_cpu_gulps(s, c, gulp, reps, &progress, &done);
+  const double cpu_s = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   seconds = tm.median_s * static_cast<double>(ngulps);
   progress.finish();
   const std::int64_t timed = ngulps * gulp;
@@ -177,6 +189,15 @@ nlohmann::json bench_dedisp_cpu(const DedispBenchRequest& r) {
   rec["median_s_per_gulp"] = tm.median_s;
   rec["threads"] = c.threads > 0 ? c.threads : omp_get_max_threads();
   rec["cpu_model"] = cpu_model();
+  rec["cpus"] = omp_get_num_procs();
+  rec["load_average_1min_before"] = load_before;
+  rec["load_average_1min_after"] = load_average();
+  // CPU time of the timed gulps (warm-up included): against wall time it shows how much of the
+  // machine the run had; per CPU second it is the kernel's rate on one core.
+  rec["process_cpu_seconds"] = cpu_s;
+  rec["channel_dm_samples_per_cpu_s"] = static_cast<double>(c.nchans) *
+                                        static_cast<double>(c.dms.size()) *
+                                        static_cast<double>(gulp) * (reps + 1) / cpu_s;
   rec["sweep"] = sweep;
   rec["baseline"] = {{"variant", "direct"},
                      {"ndms", cs.dms.size()},
