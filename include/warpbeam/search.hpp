@@ -387,8 +387,9 @@ struct SearchResult {
 ///
 /// Memory bound (bytes), with rows = gulp + 2 margin + max_delay, L = gulp + 2 margin:
 ///   rows * (row_bytes + 8 nchans)        packed input, cleaned float input, dedispersion scratch
+///   + rows * threads * 68                RFI statistics scratch (16 channels per thread)
 ///   + dm_chunk * L * 4                   the DM-time plane of one chunk of DM trials
-///   + threads * L * 24                   search scratch
+///   + threads * L * 24                   search scratch (baseline, residual, prefix, S/N)
 /// The gulp is halved until this fits memory_bytes, then the DM range is split into chunks;
 /// if even one DM trial does not fit (nchans * max_delay is too large) it throws
 /// invalid_argument naming the figure. With backend cuda the dedispersion runs on the GPU

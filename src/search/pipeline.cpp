@@ -32,7 +32,8 @@ void lap(std::chrono::steady_clock::time_point& t, double& acc) {
 std::int64_t memory_need(const io::FilterbankHeader& h, std::int64_t L, std::int32_t max_delay,
                          std::int64_t chunk, int threads) {
   const std::int64_t rows = L + max_delay;
-  return rows * (static_cast<std::int64_t>(h.bytes_per_sample()) + 8 * std::int64_t{h.nchans}) +
+  return rows * (static_cast<std::int64_t>(h.bytes_per_sample()) + 8 * std::int64_t{h.nchans} +
+                 68 * std::int64_t{threads}) +
          chunk * L * 4 + std::int64_t{threads} * L * 24;
 }
 
