@@ -83,7 +83,7 @@ std::vector<float> normalised_boxcar(const std::vector<float>& r, double sigma, 
   std::vector<double> prefix(r.size() + 1, 0.0);
   for (std::size_t i = 0; i < r.size(); ++i)
     prefix[i + 1] = prefix[i] + r[i];
-  std::vector<float> snr(r.size()), work(r.size());
+  std::vector<float> snr(r.size()), work(2 * r.size());
   boxcar_snr(prefix.data(), n, w, sigma, snr.data());
   const double rho = normalise_boxcar(snr.data(), n, w, work.data());
   if (rho_out) *rho_out = rho;
@@ -233,6 +233,29 @@ TEST(SearchBoxcar, GaussianNoiseHasUnitRmsAtEveryWidth) {
       const auto s = normalised_boxcar(r, sigma, w, &rho);
       EXPECT_NEAR(plain_rms(s), 1.0, w <= 64 ? 0.02 : 0.06)
           << (x == &white ? "white" : "red") << " noise, width " << w << " (rho " << rho << ")";
+    }
+  }
+}
+
+TEST(SearchBoxcar, NormalisationMeasuresEveryQuarterWidth) {
+  const std::int64_t n = 5000;
+  for (int w : {1, 2, 4, 8, 64}) {
+    auto snr = gaussian(n, 30 + w, 1.7f);
+    const auto orig = snr;
+    std::vector<float> work(2 * n);
+    const double rho = normalise_boxcar(snr.data(), n, w, work.data());
+    // The header's rule, naively: robust_rms of the centres w/2, w/2 + s, ... (s = max(1, w/4)).
+    std::vector<float> sub, scratch(n);
+    const int s = std::max(1, w / 4);
+    for (std::int64_t t = w / 2; t <= n - w + w / 2; t += s)
+      sub.push_back(orig[t]);
+    const double expect =
+        robust_rms(sub.data(), static_cast<std::int64_t>(sub.size()), 0.0f, scratch.data());
+    EXPECT_DOUBLE_EQ(rho, expect) << w;
+    EXPECT_NEAR(rho, 1.7, 0.15) << w;
+    for (std::int64_t t = 0; t < n; ++t) {
+      const bool valid = t >= w / 2 && t <= n - w + w / 2;
+      ASSERT_EQ(snr[t], valid ? static_cast<float>(orig[t] * (1.0 / rho)) : orig[t]) << t;
     }
   }
 }

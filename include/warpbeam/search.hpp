@@ -26,8 +26,9 @@
 //   5. boxcars    prefix sum P (double) of r; for width w and centre sample t the window is
 //                 [t - w/2, t - w/2 + w) (w/2 rounded down), a[t] = (P[end] - P[begin]) *
 //                 (1 / (sigma * sqrt(w))) computed in double, rounded to float (boxcar_snr());
-//   6. normalise  rho = robust_rms(a over the valid centres, centre 0); S/N[t] = float(a[t] *
-//                 (1 / rho)) in double (normalise_boxcar()); a width with rho <= 0 is skipped. As
+//   6. normalise  rho = robust_rms(a at the valid centres lo, lo + s, lo + 2s ... (lo = w/2,
+//                 s = rms_stride(w) = max(1, w/4)), centre 0); S/N[t] = float(a[t] * (1 / rho))
+//                 in double (normalise_boxcar()); a width with rho <= 0 is skipped. As
 //                 heimdall, which re-measures the RMS of every filtered series: a alone has unit
 //                 RMS only for white noise, while the baseline's own noise and any red noise
 //                 inflate the wide boxcars' RMS;
@@ -137,9 +138,14 @@ inline constexpr std::int64_t kBaselineWidthRatio = 8;
 /// snr has n entries; those outside the valid range are set to 0.
 void boxcar_snr(const double* prefix, std::int64_t n, int width, double sigma, float* snr);
 
-/// Stage 5: measures rho = robust_rms(snr over the valid centres of `width`, centre 0) and
-/// scales those values by its inverse (float(double(snr) * (1 / rho))); returns rho (the values are
-/// left unchanged when rho <= 0 or is not finite: the caller skips the width). `scratch`: n floats.
+/// The stride between the boxcars whose RMS normalise_boxcar() measures: max(1, width / 4)
+/// (boxcars closer than their width share samples, so more would add little).
+std::int64_t rms_stride(int width);
+
+/// Stage 6: measures rho = robust_rms(snr at the valid centres w/2, w/2 + s, w/2 + 2s ...,
+/// s = rms_stride(width); centre 0) and scales every valid value by its inverse
+/// (float(double(snr) * (1 / rho))); returns rho (the values are left unchanged when rho <= 0 or
+/// is not finite: the caller skips the width). `scratch`: 2 n floats.
 double normalise_boxcar(float* snr, std::int64_t n, int width, float* scratch);
 
 /// Appends the peaks of one S/N series (one DM trial, one width) to `out`: runs of consecutive

@@ -21,7 +21,7 @@ class CpuSearchExecutor final : public SearchExecutor {
     for (auto& s : scratch_) {
       s.residual.resize(n);
       s.baseline.resize(n);
-      s.work.resize(n);
+      s.work.resize(2 * n);
       s.snr.resize(n);
       s.prefix.resize(n + 1);
     }

@@ -14,6 +14,7 @@
 #include "warpbeam/format.hpp"
 #include "warpbeam/progress.hpp"
 #include "warpbeam/search.hpp"
+#include "warpbeam/unpack.hpp"
 
 namespace warpbeam::search {
 
@@ -41,6 +42,19 @@ std::int64_t memory_need(const io::FilterbankHeader& h, std::int64_t L, std::int
 std::int32_t trial_max_delay(const std::vector<std::int32_t>& delays, int nchans, std::size_t d) {
   return *std::max_element(delays.begin() + static_cast<std::ptrdiff_t>(d * nchans),
                            delays.begin() + static_cast<std::ptrdiff_t>((d + 1) * nchans));
+}
+
+// Unpacks `rows` time samples to float32 [rows][nchans]; each row starts on a byte boundary.
+void unpack_rows(const io::FilterbankHeader& h, const std::uint8_t* raw, std::int64_t rows,
+                 float* out) {
+  const auto nchans = static_cast<std::size_t>(h.nchans);
+  const auto row_bytes = static_cast<std::int64_t>(h.bytes_per_sample());
+  if ((nchans * h.nbits) % 8 == 0) {
+    unpack_samples(raw, h.nbits, static_cast<std::size_t>(rows) * nchans, out, h.is_signed);
+    return;
+  }
+  for (std::int64_t t = 0; t < rows; ++t)
+    unpack_samples(raw + t * row_bytes, h.nbits, nchans, out + t * h.nchans, h.is_signed);
 }
 
 // Dedisperses a chunk of DM trials of the cleaned gulp on the chosen backend.
@@ -269,7 +283,13 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
   res.min_channels_kept = h.nchans;
   res.widest_boxcar = widest_boxcar(sc, L, 0);
 
+  // The largest gulp's buffers up front: growing a vector would hold two copies for a moment.
+  std::vector<std::uint8_t> raw;
   std::vector<float> gulp_data, plane;
+  const std::int64_t row_bytes = static_cast<std::int64_t>(h.bytes_per_sample());
+  raw.reserve(static_cast<std::size_t>((L + res.max_delay) * row_bytes));
+  gulp_data.reserve(static_cast<std::size_t>((L + res.max_delay) * h.nchans));
+  plane.reserve(static_cast<std::size_t>(chunk * L));
   ChunkDedisperser dedisperser(dedisp_backend);
   std::optional<SearchPlan> search_plan;
   Clusterer clusterer(cfg.cluster);
@@ -287,9 +307,11 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
     // Read and clean the gulp's input rows [p0, p1 + max_delay).
     auto clock = std::chrono::steady_clock::now();
     gulp_data.resize(static_cast<std::size_t>(rows * h.nchans));
+    raw.resize(static_cast<std::size_t>(rows * row_bytes));
     reader.seek(p0);
-    if (reader.read(rows, gulp_data.data()) != rows)
+    if (reader.read_raw(rows, raw.data()) != rows)
       fail(ErrorCategory::io, "'{}': short read at sample {}", path, p0);
+    unpack_rows(h, raw.data(), rows, gulp_data.data());
     lap(clock, res.seconds_read);
     const RfiReport rep = clean_filterbank(gulp_data.data(), rows, h.nchans, rfi, cfg.threads);
     res.min_channels_kept = std::min(res.min_channels_kept, rep.kept());

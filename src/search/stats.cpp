@@ -12,22 +12,15 @@ namespace warpbeam::search {
 
 namespace {
 
-// Lower median (the 3rd smallest) of 5 values by a min/max network: exact, branch-free.
+// Median (the 3rd smallest) of 5 values by a branch-free min/max network:
+// med5(a, b, c, d, e) = med3(e, max(min(a, b), min(c, d)), min(max(a, b), max(c, d))), since the
+// smaller of two pair minima and the larger of two pair maxima cannot be the median.
+inline float median3(float x, float y, float z) {
+  return std::max(std::min(x, y), std::min(std::max(x, y), z));
+}
 inline float median5(const float* v) {
-  float a = v[0], b = v[1], c = v[2], d = v[3], e = v[4];
-  // Sort (a, b) and (c, d); drop the smallest of the two minima and the largest of the maxima.
-  if (b < a) std::swap(a, b);
-  if (d < c) std::swap(c, d);
-  if (c < a) {
-    std::swap(a, c);
-    std::swap(b, d);
-  }
-  // a is the smallest of a, b, c, d: the median of 5 is the 2nd smallest of b, c, d, e.
-  a = e;
-  if (b < a) std::swap(a, b);
-  // Now (a, b) sorted and (c, d) sorted: the 2nd smallest of {a, b, c, d}.
-  if (a < c) return std::min(b, c);
-  return std::min(a, d);
+  return median3(v[4], std::max(std::min(v[0], v[1]), std::min(v[2], v[3])),
+                 std::min(std::max(v[0], v[1]), std::max(v[2], v[3])));
 }
 
 // Mean of 5 values, summed left to right in double (so any implementation gets the same float).
@@ -80,12 +73,11 @@ double robust_rms(const float* x, std::int64_t n, float centre, float* scratch) 
   if (sigma0 > 0) {
     const double clip = kClipSigma * sigma0;
     double sum = 0, count = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float a = std::abs(x[i] - centre);
-      if (static_cast<double>(a) <= clip) {
-        sum += static_cast<double>(a) * a;
-        count += 1;
-      }
+    for (std::int64_t i = 0; i < n; ++i) {  // branch-free, so that it vectorises
+      const auto a = static_cast<double>(std::abs(x[i] - centre));
+      const double in = a <= clip ? 1.0 : 0.0;
+      sum += in * a * a;
+      count += in;
     }
     return std::sqrt(sum / (count * kClipVarianceFactor));
   }
@@ -169,10 +161,19 @@ void boxcar_snr(const double* prefix, std::int64_t n, int width, double sigma, f
     snr[t] = 0;
 }
 
+std::int64_t rms_stride(int width) {
+  return std::max(1, width / 4);
+}
+
 double normalise_boxcar(float* snr, std::int64_t n, int width, float* scratch) {
   const std::int64_t lo = width / 2, count = n - width + 1;
   if (count < 1) return 0;
-  const double rho = robust_rms(snr + lo, count, 0.0f, scratch);
+  // Boxcars closer than their width share samples: every (w/4)-th one carries the information.
+  const std::int64_t stride = rms_stride(width), m = (count + stride - 1) / stride;
+  float* sub = scratch + m;  // robust_rms needs m floats of scratch after the m values
+  for (std::int64_t i = 0; i < m; ++i)
+    sub[i] = snr[lo + i * stride];
+  const double rho = robust_rms(sub, m, 0.0f, scratch);
   if (!(rho > 0) || !std::isfinite(rho)) return rho;
   const double inv = 1.0 / rho;
   for (std::int64_t t = lo; t < lo + count; ++t)
