@@ -329,7 +329,9 @@ TEST(SearchFile, GulpsFindEachBurstOnce) {
       EXPECT_EQ(got[i].dm_trial, ref[i].dm_trial);
       EXPECT_NEAR(got[i].sample, ref[i].sample, 2);
       EXPECT_EQ(got[i].filter, ref[i].filter);
-      EXPECT_NEAR(got[i].snr, ref[i].snr, 0.05 * ref[i].snr);  // statistics are per gulp
+      // Statistics are per gulp: the RMS of a 32-sample boxcar measured on ~17000 samples (about
+      // 550 independent boxcars) varies by ~3 % from one plane to another.
+      EXPECT_NEAR(got[i].snr, ref[i].snr, 0.08 * ref[i].snr);
     }
   }
 }
