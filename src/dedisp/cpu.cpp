@@ -27,7 +27,7 @@ namespace {
 // Defaults measured with `warpbeam bench dedisp --config D1 --backend cpu` on the development
 // machine (AMD EPYC, 32 KiB L1d, 512 KiB L2 per core): see docs/PERFORMANCE.md.
 constexpr int kDefaultDmsPerTile = 16;
-constexpr int kDefaultSamplesPerTile = 512;
+constexpr int kDefaultSamplesPerTile = 1024;
 constexpr std::int64_t kUnpackRows = 64;  // time rows unpacked (then transposed) at a time
 
 int thread_count(const DedispersionConfig& c) {
