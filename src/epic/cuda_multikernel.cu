@@ -90,27 +90,35 @@ __global__ void gather_kernel(const std::uint8_t* __restrict__ in, std::int64_t 
   }
 }
 
-// One thread per (pixel, channel): accumulate the batch's products. raw: [nchan][4][N*N].
+// One thread per (pixel, channel): accumulate the batch's products. raw: [nchan][4][N*N] fp64.
+// The products are summed in fp32 over blocks of kMacBlock spectra and the block sums in fp64,
+// so that the rounding does not grow with the gulp: XX* and YY* lose most of their value to the
+// autocorrelation subtraction (by ~sqrt(spectra)), and a plain fp32 sum over a 1000-spectrum gulp
+// would leave ~2e-5 of the image's maximum there (DESIGN: 1e-5 for fp32 paths).
+constexpr int kMacBlock = 16;
+
 __global__ void mac_kernel(const float2* __restrict__ grid, int batch, int ncell, bool first,
-                           float* __restrict__ raw) {
+                           double* __restrict__ raw) {
   const int pix = blockIdx.x * blockDim.x + threadIdx.x;
   const int c = blockIdx.y;
   if (pix >= ncell) return;
-  float xx = 0, yy = 0, xyr = 0, xyi = 0;
-  for (int t = 0; t < batch; ++t) {
-    const float2* g = grid + ((static_cast<std::size_t>(c) * batch + t) * 2) * ncell;
-    const float2 x = g[pix], y = g[ncell + pix];
-    xx += x.x * x.x + x.y * x.y;
-    yy += y.x * y.x + y.y * y.y;
-    xyr += x.x * y.x + x.y * y.y;
-    xyi += x.y * y.x - x.x * y.y;
+  double d[4] = {0, 0, 0, 0};
+  for (int t0 = 0; t0 < batch; t0 += kMacBlock) {
+    const int t1 = min(batch, t0 + kMacBlock);
+    float xx = 0, yy = 0, xyr = 0, xyi = 0;
+    for (int t = t0; t < t1; ++t) {
+      const float2* g = grid + ((static_cast<std::size_t>(c) * batch + t) * 2) * ncell;
+      const float2 x = g[pix], y = g[ncell + pix];
+      xx += x.x * x.x + x.y * x.y;
+      yy += y.x * y.x + y.y * y.y;
+      xyr += x.x * y.x + x.y * y.y;
+      xyi += x.y * y.x - x.x * y.y;
+    }
+    d[0] += xx, d[1] += yy, d[2] += xyr, d[3] += xyi;
   }
-  float* r = raw + static_cast<std::size_t>(c) * 4 * ncell + pix;
-  if (first) {
-    r[0] = xx, r[ncell] = yy, r[2 * ncell] = xyr, r[3 * ncell] = xyi;
-  } else {
-    r[0] += xx, r[ncell] += yy, r[2 * ncell] += xyr, r[3 * ncell] += xyi;
-  }
+  double* r = raw + static_cast<std::size_t>(c) * 4 * ncell + pix;
+  for (int k = 0; k < 4; ++k)
+    r[k * ncell] = first ? d[k] : r[k * ncell] + d[k];
 }
 
 class MultikernelExecutor final : public Executor {
@@ -126,8 +134,8 @@ class MultikernelExecutor final : public Executor {
     tail_ = static_cast<int>(t.ntime % batch_);
     build_gather_tables();
     grid_ = DeviceArray<float2>(static_cast<std::size_t>(per_spectrum / 8) * batch_);
-    raw_ = DeviceArray<float>(static_cast<std::size_t>(t.nchan) * 4 * ncell);
-    autos_ = DeviceArray<float4>(static_cast<std::size_t>(t.nchan) * t.nstand);
+    raw_ = DeviceArray<double>(static_cast<std::size_t>(t.nchan) * 4 * ncell);
+    autos_ = DeviceArray<double>(static_cast<std::size_t>(t.nchan) * t.nstand * 4);
     make_plan(plan_, t.n, static_cast<long long>(t.nchan) * 2 * batch_);
     if (tail_) make_plan(tail_plan_, t.n, static_cast<long long>(t.nchan) * 2 * tail_);
   }
@@ -176,8 +184,8 @@ class MultikernelExecutor final : public Executor {
   DeviceArray<std::uint32_t> offsets_, base_;
   DeviceArray<Entry> entries_;
   DeviceArray<float2> grid_;
-  DeviceArray<float> raw_;
-  DeviceArray<float4> autos_;
+  DeviceArray<double> raw_;
+  DeviceArray<double> autos_;
   CufftPlan plan_, tail_plan_;
 };
 
