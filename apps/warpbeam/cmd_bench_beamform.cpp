@@ -292,9 +292,15 @@ Check verify_sampled(const BeamformPlan& plan, const std::vector<std::uint8_t>& 
   for (std::int64_t k = 0; k < want; ++k)
     rows.push_back(k * stride + (k * 7919) % std::max<std::int64_t>(stride, 1));
   std::vector<float> got(static_cast<std::size_t>(want * rowf)), ref(got.size());
-  for (std::int64_t k = 0; k < want; ++k)
-    copy_bytes(got.data() + k * rowf, d_out + rows[static_cast<std::size_t>(k)] * rowf,
-               static_cast<std::size_t>(rowf) * sizeof(float));
+  const bool device = plan.backend() == Backend::cuda;
+  for (std::int64_t k = 0; k < want; ++k) {
+    const float* src = d_out + rows[static_cast<std::size_t>(k)] * rowf;
+    const std::size_t bytes = static_cast<std::size_t>(rowf) * sizeof(float);
+    if (device)
+      copy_bytes(got.data() + k * rowf, src, bytes);
+    else
+      std::memcpy(got.data() + k * rowf, src, bytes);
+  }
 #pragma omp parallel for schedule(dynamic)
   for (std::int64_t k = 0; k < want; ++k) {
     const std::int64_t r = rows[static_cast<std::size_t>(k)];
@@ -517,6 +523,12 @@ void run(const BenchOptions& o) {
     // CPU seconds per buffer (all threads; the warm-up run is included in the clock, so divide by
     // repeats + 1).
     const double cpu_s = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC / (repeats + 1);
+    // The same check as the GPU variants get (the CPU path is the reference of the tests; this
+    // also exercises the check itself on every CPU run).
+    const Check chk = verify_sampled(plan, host_in, out, 1e-5);
+    rec["verified"] = chk.ok;
+    rec["max_err_over_max"] = chk.rel;
+    if (!chk.ok) fail(ErrorCategory::format, "beamform {} cpu: {}", o.config, chk.first);
     rec["algorithm"] = beamform::to_string(plan.algorithm());
     rec["timing"] = timing_json(m, flops);
     rec["median_ms"] = m.median_ms;
