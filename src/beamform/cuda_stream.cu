@@ -215,6 +215,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       return;
     }
     float* o = out + (static_cast<std::int64_t>(bgs) * p.nout_pols + op) * ntout * p.nchans + cgs;
+    if (p.integration == 1) {  // B1: a plain copy (LDS + STG per sample)
+      float* ot = o + t0 * p.nchans;
+      for (int t = 0; t < nt; ++t)
+        ot[static_cast<std::int64_t>(t) * p.nchans] = tile[row + t];
+      return;
+    }
     for (int t = 0; t < nt; ++t) {
       bin_sum += tile[row + t];
       if (++bin_n == p.integration) {
