@@ -295,7 +295,13 @@ void run_bench(const BenchOptions& o) {
     j["variants"] = arr;
     j["baseline"] = results[0].name;
     j["best"] = fastest->name;
-    j["automatic"] = std::string(das::to_string(das::automatic_algorithm(base)));
+    // What Algorithm::automatic resolves to for this shape, per storage.
+    for (das::Storage st : {das::Storage::fp32, das::Storage::fp16}) {
+      das::DasConfig c = base;
+      c.storage = st;
+      j["automatic"][std::string(das::to_string(st))] =
+          std::string(das::to_string(das::automatic_algorithm(c)));
+    }
     const std::string target = o.config == "U2"   ? " (target <= 13.6 ms)"
                                : o.config == "U1" ? " (target <= 0.17 ms)"
                                                   : "";

@@ -188,8 +188,9 @@ struct DasConfig {
 /// ffdas). Throws invalid_argument for another name.
 DasConfig reference_config(std::string_view name);
 
-/// The CUDA variant Algorithm::automatic resolves to for this config's shape and storage (the
-/// fastest measured on the H200 for that class of shapes; docs/PERFORMANCE.md).
+/// The CUDA variant Algorithm::automatic resolves to for this config's shape and storage: BL
+/// below 8 frames; else BI for fp32 storage, TCW for fp16 storage from 16 frames (BI below).
+/// The rule and the H200 measurements behind it: docs/PERFORMANCE.md.
 Algorithm automatic_algorithm(const DasConfig& config);
 
 /// tau_tx(q, n) (s), [ntx][nvoxels], from the transmit models (or the given table).
