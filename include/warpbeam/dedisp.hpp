@@ -73,6 +73,13 @@ struct CudaTuning {
 /// combination is checked against the shape when a plan is made).
 void validate(const CudaTuning& t);
 
+/// Tile sizes of the CPU kernel (src/dedisp/cpu.cpp); 0 means "the default measured on the
+/// development machine" (docs/PERFORMANCE.md).
+struct CpuTuning {
+  int dms_per_tile = 0;      ///< DM trials one tile accumulates (its rows stay in L1)
+  int samples_per_tile = 0;  ///< output samples of one tile (multiple of 16)
+};
+
 struct DedispersionConfig {
   int nchans = 0;
   double fch1_mhz = 0;  ///< centre of channel 0 (MHz)
@@ -85,6 +92,7 @@ struct DedispersionConfig {
   std::vector<std::uint8_t> killmask;  ///< per channel: 1 = use, 0 = zap; empty = all used
   Algorithm algorithm = Algorithm::automatic;
   CudaTuning tuning;
+  CpuTuning cpu_tuning;
   int threads = 0;  ///< CPU threads (0: OpenMP's default)
 
   /// Throws invalid_argument naming the field and its allowed range.

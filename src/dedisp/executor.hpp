@@ -39,6 +39,8 @@ class Executor {
 };
 
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
+/// The untiled CPU loop (cpu_direct.cpp): Algorithm::direct on the CPU, the benchmark baseline.
+std::unique_ptr<Executor> make_cpu_direct_executor(const PlanData& plan);
 /// Defined in cuda_dispatch.cpp; in a build without CUDA, plan.cpp never calls it.
 std::unique_ptr<Executor> make_cuda_executor(const PlanData& plan);
 

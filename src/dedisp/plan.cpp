@@ -36,6 +36,8 @@ void DedispersionConfig::validate() const {
   if (nsamples_in <= 0)
     fail(ErrorCategory::invalid_argument, "nsamples_in = {} must be > 0", nsamples_in);
   require_range("threads", threads, 0, 4096);
+  require_range("cpu_tuning.dms_per_tile", cpu_tuning.dms_per_tile, 0, 4096);
+  require_range("cpu_tuning.samples_per_tile", cpu_tuning.samples_per_tile, 0, 1 << 20);
 }
 
 std::vector<std::int32_t> delay_table(const DedispersionConfig& c) {

@@ -1,0 +1,557 @@
+// The file search end to end: the real burst in burst_28.fil, injection-recovery over a grid of
+// DM, width and S/N against an efficiency computed here, streaming (gulps, gulp edges, DM
+// chunks, the memory bound), the simulator and the candidate files.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "test_util.hpp"
+#include "warpbeam/dedisp.hpp"
+#include "warpbeam/io/candidates.hpp"
+#include "warpbeam/io/sigproc.hpp"
+#include "warpbeam/search.hpp"
+#include "warpbeam/sim/filterbank.hpp"
+
+using namespace warpbeam;
+using namespace warpbeam::search;
+
+namespace {
+
+constexpr double kDm = 4.148808e3;  // s MHz^2 pc^-1 cm^3
+
+search::FileSearchConfig quiet_config() {
+  search::FileSearchConfig c;
+  c.progress = false;
+  return c;
+}
+
+sim::FilterbankSimConfig small_sim(std::uint64_t seed) {
+  sim::FilterbankSimConfig s;
+  s.nchans = 64;
+  s.fch1_mhz = 1500;
+  s.foff_mhz = -4;
+  s.tsamp_s = 256e-6;
+  s.nbits = 8;
+  s.seed = seed;
+  return s;
+}
+
+// The S/N the search should find for a burst. The signal: its noise-free filterbank normalised
+// per channel, zero-DM subtracted, dedispersed with whole-sample delays at every trial of the
+// search's DM list, filtered with every boxcar the search tries (widest_boxcar's rules), each
+// divided by the noise RMS of that trial and width (unit white noise per channel after zero-DM:
+// sqrt(w (N - sum_tau m_tau^2 / N)), m_tau = channels with delay tau). Its best value over the
+// grid, divided by the injected S/N, is the grid's efficiency (DM step, delay rounding, sample
+// phase, boxcar widths and shape, zero-DM).
+//
+// A search reports the largest S/N over many trials that all see the pulse, so with noise it
+// finds more than the noise-free best: at S/N ~7 about +1 (the maximum of several correlated
+// unit Gaussians). `noisy` is that expectation: the same grid (trials near the best sample) on
+// the signal plus unit Gaussian noise, averaged over `realisations`.
+struct Expected {
+  double snr = 0;    ///< noise-free best over the grid
+  double noisy = 0;  ///< mean over noise realisations of the best of signal + noise
+  double noisy_sd = 0;
+  int dm_trial = -1, width = 0;
+  std::int64_t sample = 0;
+};
+
+Expected expected_recovery(const sim::FilterbankSimConfig& s, const sim::Burst& b,
+                           const std::vector<float>& dms, std::int64_t nout, int realisations,
+                           std::uint32_t seed) {
+  const auto sig = sim::burst_signal(s, b);
+  const int nc = s.nchans;
+  const double fhi = s.fch1_mhz;  // foff < 0 in these tests
+  const auto ndm = static_cast<int>(dms.size());
+  std::vector<std::vector<int>> delay(ndm, std::vector<int>(nc));
+  std::vector<double> sigma1(ndm);  // unit-noise RMS of each trial after zero-DM
+  std::vector<int> widest(ndm);
+  int maxd = 0, wmax = 1;
+  for (int d = 0; d < ndm; ++d) {
+    std::map<int, int> count;
+    for (int c = 0; c < nc; ++c) {
+      const double f = s.fch1_mhz + c * s.foff_mhz;
+      delay[d][c] =
+          static_cast<int>(std::lround(kDm * dms[d] * (1 / (f * f) - 1 / (fhi * fhi)) / s.tsamp_s));
+      ++count[delay[d][c]];
+    }
+    double var = nc;
+    for (auto [tau, m] : count)
+      var -= static_cast<double>(m) * m / nc;
+    sigma1[d] = std::sqrt(var);
+    const int dmax = *std::max_element(delay[d].begin(), delay[d].end());
+    maxd = std::max(maxd, dmax);
+    SearchConfig sc;
+    sc.ndms = 1;
+    sc.nsamples = nout;
+    sc.tsamp_s = s.tsamp_s;
+    sc.max_width = {std::max(1, dmax)};
+    widest[d] = widest_boxcar(sc, nout, 0);
+    wmax = std::max(wmax, widest[d]);
+  }
+
+  // Best boxcar over output centres [t0, t1) of the block x[s][c] (input samples from s0),
+  // x zero-DM subtracted in place first.
+  auto best_over = [&](std::vector<double>& x, std::int64_t s0, std::int64_t t0, std::int64_t t1,
+                       Expected* at) {
+    const std::int64_t len = static_cast<std::int64_t>(x.size()) / nc;
+    for (std::int64_t i = 0; i < len; ++i) {
+      double m = 0;
+      for (int c = 0; c < nc; ++c)
+        m += x[i * nc + c];
+      for (int c = 0; c < nc; ++c)
+        x[i * nc + c] -= m / nc;
+    }
+    double best = -1e30;
+    const std::int64_t y0 = t0 - wmax, y1 = t1 + wmax;  // dedispersed output samples needed
+    std::vector<double> prefix(static_cast<std::size_t>(y1 - y0 + 1));
+    for (int d = 0; d < ndm; ++d) {
+      prefix[0] = 0;
+      for (std::int64_t t = y0; t < y1; ++t) {
+        double v = 0;
+        for (int c = 0; c < nc; ++c) {
+          const std::int64_t i = t + delay[d][c] - s0;
+          if (i >= 0 && i < len) v += x[i * nc + c];
+        }
+        prefix[t - y0 + 1] = prefix[t - y0] + v;
+      }
+      for (int w = 1; w <= widest[d]; w *= 2) {
+        const double norm = sigma1[d] * std::sqrt(static_cast<double>(w));
+        for (std::int64_t t = t0; t < t1; ++t) {
+          const std::int64_t a = t - w / 2 - y0;
+          const double v = (prefix[a + w] - prefix[a]) / norm;
+          if (v > best) {
+            best = v;
+            if (at) *at = {v, 0, 0, d, w, t};
+          }
+        }
+      }
+    }
+    return best;
+  };
+  // The noise-free signal (units of the channel noise) over input samples [s0, s1).
+  auto signal_block = [&](std::int64_t s0, std::int64_t s1) {
+    std::vector<double> x(static_cast<std::size_t>((s1 - s0) * nc), 0.0);
+    for (int c = 0; c < nc; ++c)
+      for (std::size_t i = 0; i < sig.values[c].size(); ++i) {
+        const std::int64_t t = sig.first[c] + static_cast<std::int64_t>(i);
+        if (t >= s0 && t < s1) x[(t - s0) * nc + c] = sig.values[c][i] / s.rms();
+      }
+    return x;
+  };
+
+  // Noise-free: every centre where the pulse could be best.
+  std::int64_t j0 = INT64_MAX, j1 = 0;
+  for (int c = 0; c < nc; ++c) {
+    j0 = std::min(j0, sig.first[c]);
+    j1 = std::max(j1, sig.first[c] + static_cast<std::int64_t>(sig.values[c].size()));
+  }
+  Expected e;
+  {
+    auto x = signal_block(j0 - maxd - wmax, j1 + wmax);
+    best_over(x, j0 - maxd - wmax, j0 - maxd, j1, &e);
+  }
+  // With noise: centres within R samples of the noise-free best (the pulse's own cluster).
+  const std::int64_t R = 2 * wmax + 8;
+  const std::int64_t t0 = e.sample - R, t1 = e.sample + R + 1;
+  const std::int64_t s0 = t0 - wmax, s1 = t1 + wmax + maxd;
+  const auto clean = signal_block(s0, s1);
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> g(0, 1);
+  double sum = 0, sum2 = 0;
+  for (int r = 0; r < realisations; ++r) {
+    auto x = clean;
+    for (auto& v : x)
+      v += g(rng);
+    const double m = best_over(x, s0, t0, t1, nullptr);
+    sum += m;
+    sum2 += m * m;
+  }
+  e.noisy = sum / realisations;
+  e.noisy_sd = std::sqrt(std::max(0.0, sum2 / realisations - e.noisy * e.noisy));
+  return e;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Must show 1: the real burst
+
+TEST(SearchFile, FindsTheRealBurstInBurst28) {
+  WB_REQUIRE_DATA("filterbank/burst_28.fil");
+  const auto r =
+      search_filterbank(wbtest::data_file("filterbank/burst_28.fil"), quiet_config(), Backend::cpu);
+  ASSERT_FALSE(r.candidates.empty());
+  const auto& top = r.candidates.front();
+  EXPECT_GE(top.dm, 465);
+  EXPECT_LE(top.dm, 485);
+  EXPECT_GE(top.time_s, 2.00);
+  EXPECT_LE(top.time_s, 2.06);
+  EXPECT_GE(top.snr, 12);
+  for (std::size_t i = 1; i < r.candidates.size(); ++i)
+    EXPECT_LT(r.candidates[i].snr, 8) << "candidate " << i << " at DM " << r.candidates[i].dm
+                                      << ", " << r.candidates[i].time_s << " s";
+  // The published values: DM 475.28, arrival ~2.03 s.
+  EXPECT_NEAR(top.dm, 475.28, 10);
+  EXPECT_NEAR(top.time_s, 2.03, 0.01);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Must show 2: injection-recovery
+
+TEST(SearchFile, InjectionRecoveryMatchesTheGridEfficiency) {
+  struct Case {
+    double dm;
+    int width;  // FWHM in samples
+    double snr;
+  };
+  // 22 combinations of DM 20-2000, width 1-64 samples and S/N 8-50 (fixed seeds).
+  const Case cases[] = {{20, 1, 12},   {20, 2, 30},   {20, 4, 50},    {50, 1, 12},   {50, 8, 20},
+                        {100, 2, 10},  {100, 16, 15}, {150, 32, 25},  {200, 4, 8},   {250, 64, 40},
+                        {350, 1, 50},  {350, 8, 12},  {500, 2, 20},   {500, 64, 15}, {700, 16, 10},
+                        {750, 4, 30},  {1000, 1, 15}, {1000, 32, 50}, {1300, 8, 9},  {1500, 2, 25},
+                        {2000, 4, 12}, {2000, 64, 30}};
+  int index = 0, failures = 0;
+  for (const Case& k : cases) {
+    ++index;
+    wbtest::TempDir dir;
+    auto s = small_sim(1000 + static_cast<std::uint64_t>(index));
+    sim::Burst b;
+    b.dm = k.dm;
+    b.snr = k.snr;
+    b.width_s = k.width * s.tsamp_s;
+    b.time_s = 0.6 + 0.37 * s.tsamp_s * index;  // varying sample phase
+    const double band = 1 / std::pow(1500 + 63 * -4.0, 2) - 1 / 1500.0 / 1500;
+    // 5 s searched: 128 boxcars of 128 samples (kMinBoxcars) fit for the widest pulses.
+    s.duration_s = b.time_s + kDm * (k.dm * 1.2 + 5) * band + 4.6;
+    s.bursts = {b};
+    const std::string path = dir.file("inj.fil");
+    sim::simulate_filterbank(s, path);
+
+    auto cfg = quiet_config();
+    cfg.dm_min = std::max(0.0, k.dm * 0.8 - 5);
+    cfg.dm_max = k.dm * 1.2 + 5;
+    cfg.snr_min = 5;  // so that the faintest injections are measured, not just detected
+    const auto r = search_filterbank(path, cfg, Backend::cpu);
+    const auto e = expected_recovery(s, b, r.dms, r.nsamples_searched, 24, 500 + index);
+    SCOPED_TRACE(
+        fmt::format("case {}: DM {}, width {} samples, S/N {}", index, k.dm, k.width, k.snr));
+    if (r.candidates.empty()) {
+      ADD_FAILURE() << "no candidate; expected S/N " << e.snr << " (efficiency " << e.snr / k.snr
+                    << ")";
+      ++failures;
+      continue;
+    }
+    const auto& top = r.candidates.front();
+    const double eff = e.snr / k.snr;
+    // S/N: the injected S/N times the grid's efficiency, plus the noise's expected contribution
+    // to a maximum over the grid (see Expected), within max(15 %, 1.5).
+    const double tol_snr = std::max(0.15 * e.noisy, 1.5);
+    // The width of the pulse: of the smeared pulse as the search sees it, the larger of the
+    // intrinsic FWHM and the equivalent width (sum p)^2 / sum p^2 of the profile dedispersed at
+    // the true DM (p sums to nchans for a unit fluence per channel); at high DM on 4 MHz
+    // channels the smearing within a channel dominates.
+    const auto sig = sim::burst_signal(s, b);
+    const double w_eq = s.nchans * s.nchans / (sig.profile_norm * sig.profile_norm) * s.tsamp_s;
+    const double width = std::max(b.width_s, w_eq);
+    // DM: within one trial (the local step) or the DM error that smears by half the width.
+    const auto it = std::lower_bound(r.dms.begin(), r.dms.end(), static_cast<float>(k.dm));
+    const std::size_t i = std::min<std::size_t>(it - r.dms.begin(), r.dms.size() - 1);
+    const double step = i > 0 ? r.dms[i] - r.dms[i - 1] : r.dms[1] - r.dms[0];
+    const double tol_dm = std::max(step, 0.5 * width / (kDm * band));
+    // Time: within one width.
+    const double tol_t = width;
+    const bool ok = std::abs(top.snr - e.noisy) <= tol_snr && std::abs(top.dm - k.dm) <= tol_dm &&
+                    std::abs(top.time_s - b.time_s) <= tol_t;
+    std::printf(
+        "[ case %2d ] DM %6.1f width %2d S/N %4.1f | efficiency %.3f: %5.2f noise-free (w %d, "
+        "trial %d), %5.2f +- %.2f with noise | recovered S/N %5.2f DM %7.2f (tol %.2f) t %+.2f "
+        "samples (tol %.1f, w %d) %s\n",
+        index, k.dm, k.width, k.snr, eff, e.snr, e.width, e.dm_trial, e.noisy, e.noisy_sd, top.snr,
+        top.dm, tol_dm, (top.time_s - b.time_s) / s.tsamp_s, width / s.tsamp_s, top.width(),
+        ok ? "ok" : "FAIL");
+    EXPECT_LE(eff, 1.0);
+    EXPECT_NEAR(top.snr, e.noisy, tol_snr);
+    EXPECT_NEAR(top.dm, k.dm, tol_dm);
+    EXPECT_NEAR(top.time_s, b.time_s, tol_t);
+    failures += !ok;
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streaming
+
+namespace {
+
+// Two bursts in 7 s of 64 channels.
+std::string two_burst_file(const wbtest::TempDir& dir, double t1, double t2) {
+  auto s = small_sim(77);
+  s.duration_s = 7;
+  s.bursts = {{300, 20, 1e-3, t1}, {600, 25, 2e-3, t2}};
+  const std::string path = dir.file("two.fil");
+  sim::simulate_filterbank(s, path);
+  return path;
+}
+
+// The candidates with S/N >= 8.
+std::vector<Candidate> bright(const SearchResult& r) {
+  std::vector<Candidate> out;
+  for (const auto& c : r.candidates)
+    if (c.snr >= 8) out.push_back(c);
+  return out;
+}
+
+}  // namespace
+
+TEST(SearchFile, GulpsFindEachBurstOnce) {
+  wbtest::TempDir dir;
+  const auto path = two_burst_file(dir, 2.0, 4.5);
+  auto cfg = quiet_config();
+  cfg.dm_max = 700;
+  cfg.boxcar_max = 32;  // a margin of 32 samples keeps small gulps cheap
+  const auto one = search_filterbank(path, cfg, Backend::cpu);
+  ASSERT_EQ(one.gulps, 1);
+  // Gulps of 5000 samples (planes long enough for 32-sample boxcars: kMinBoxcars); then with a
+  // gulp edge at the later burst's best sample, one sample either side of it, and at twice and
+  // three times its gulp.
+  const auto ref = bright(one);
+  ASSERT_EQ(ref.size(), 2u);
+  const std::int64_t edge = std::max(ref[0].sample, ref[1].sample);
+  for (std::int64_t gulp : {std::int64_t{5000}, edge, edge - 1, edge + 1, edge / 2, edge / 3}) {
+    cfg.gulp = gulp;
+    const auto r = search_filterbank(path, cfg, Backend::cpu);
+    SCOPED_TRACE("gulp " + std::to_string(gulp));
+    EXPECT_GT(r.gulps, 1);
+    const auto got = bright(r);
+    ASSERT_EQ(got.size(), 2u) << "each burst exactly once";
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(got[i].dm_trial, ref[i].dm_trial);
+      EXPECT_NEAR(got[i].sample, ref[i].sample, 2);
+      EXPECT_EQ(got[i].filter, ref[i].filter);
+      // Statistics are per gulp: the RMS of a 32-sample boxcar measured on ~17000 samples (about
+      // 550 independent boxcars) varies by ~3 % from one plane to another.
+      EXPECT_NEAR(got[i].snr, ref[i].snr, 0.08 * ref[i].snr);
+    }
+  }
+}
+
+TEST(SearchFile, DmChunksGiveIdenticalCandidates) {
+  wbtest::TempDir dir;
+  const auto path = two_burst_file(dir, 2.0, 4.0);
+  auto cfg = quiet_config();
+  cfg.dm_max = 700;
+  cfg.gulp = 10000;
+  const auto whole = search_filterbank(path, cfg, Backend::cpu);
+  ASSERT_EQ(whole.dm_chunk, static_cast<std::int64_t>(whole.dms.size()));
+  // A budget that leaves room for about 40 trials of the plane.
+  const std::int64_t L = std::min(whole.gulp + 2 * whole.margin, whole.nsamples_searched);
+  cfg.memory_bytes = whole.memory_bytes - (whole.dm_chunk - 40) * L * 4;
+  const auto chunked = search_filterbank(path, cfg, Backend::cpu);
+  EXPECT_EQ(chunked.gulp, whole.gulp);
+  EXPECT_LT(chunked.dm_chunk, whole.dm_chunk);
+  EXPECT_GE(chunked.dm_chunk, 30);
+  EXPECT_LE(chunked.memory_bytes, cfg.memory_bytes);
+  ASSERT_EQ(chunked.candidates.size(), whole.candidates.size());
+  for (std::size_t i = 0; i < whole.candidates.size(); ++i) {
+    const auto &a = whole.candidates[i], &b = chunked.candidates[i];
+    EXPECT_EQ(a.snr, b.snr);
+    EXPECT_EQ(a.sample, b.sample);
+    EXPECT_EQ(a.dm_trial, b.dm_trial);
+    EXPECT_EQ(a.filter, b.filter);
+    EXPECT_EQ(a.members, b.members);
+  }
+}
+
+TEST(SearchFile, MemoryBudgetBoundsTheBuffers) {
+  wbtest::TempDir dir;
+  const auto path = two_burst_file(dir, 2.0, 4.0);
+  auto cfg = quiet_config();
+  cfg.dm_max = 700;
+  cfg.memory_bytes = 16 << 20;
+  const auto r = search_filterbank(path, cfg, Backend::cpu);
+  EXPECT_LE(r.memory_bytes, cfg.memory_bytes);
+  EXPECT_EQ(bright(r).size(), 2u);
+  cfg.memory_bytes = 1 << 20;  // less than one DM trial needs
+  try {
+    search_filterbank(path, cfg, Backend::cpu);
+    FAIL() << "a 1 MiB budget was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("--memory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SearchFile, FileShorterThanTheLargestDelayIsAUsageError) {
+  wbtest::TempDir dir;
+  auto s = small_sim(3);
+  s.duration_s = 1;
+  sim::simulate_filterbank(s, dir.file("short.fil"));
+  auto cfg = quiet_config();  // DM 2000: a 1.7 s sweep
+  try {
+    search_filterbank(dir.file("short.fil"), cfg, Backend::cpu);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("--dm-max"), std::string::npos) << e.what();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Simulator
+
+TEST(SimFilterbank, NoiseLevelsAndDeterminism) {
+  wbtest::TempDir dir;
+  for (int nbits : {8, 32}) {
+    auto s = small_sim(5);
+    s.nbits = nbits;
+    s.duration_s = 1;
+    const auto a = dir.file("a.fil"), b = dir.file("b.fil"), c = dir.file("c.fil");
+    const auto j = sim::simulate_filterbank(s, a);
+    sim::simulate_filterbank(s, b);
+    s.seed = 6;
+    sim::simulate_filterbank(s, c);
+    EXPECT_EQ(wbtest::slurp(a), wbtest::slurp(b));
+    EXPECT_NE(wbtest::slurp(a), wbtest::slurp(c));
+    EXPECT_EQ(j["seed"], 5);
+    EXPECT_TRUE(j.contains("provenance"));
+    EXPECT_TRUE(std::filesystem::exists(a + ".json"));
+    io::FilterbankReader r(a);
+    EXPECT_EQ(r.header().nbits, nbits);
+    EXPECT_EQ(r.header().nsamples, 3906);
+    const auto x = r.read_all();
+    double m = 0, v = 0;
+    for (float y : x)
+      m += y;
+    m /= x.size();
+    for (float y : x)
+      v += (y - m) * (y - m);
+    v = std::sqrt(v / x.size());
+    EXPECT_NEAR(m, s.mean(), 0.01 * s.rms());
+    EXPECT_NEAR(v, std::sqrt(s.rms() * s.rms() + (nbits == 8 ? 1.0 / 12 : 0)), 0.01 * s.rms());
+  }
+}
+
+TEST(SimFilterbank, PulseFluenceAndInjectedSnr) {
+  // DM 0 and a Gaussian much wider than a sample: no smearing, so the dedispersed profile is
+  // nchans copies of the sampled Gaussian, and sum_j p_j^2 = nchans^2 A^2 tsamp / (2 sqrt(pi)
+  // sigma_g) for A = 1: snr = A sqrt(nchans) sqrt(tsamp / (2 sqrt(pi) sigma_g)) / rms.
+  auto s = small_sim(1);
+  s.duration_s = 2;
+  const sim::Burst b{0, 30, 40 * s.tsamp_s, 1.0};
+  const auto sig = sim::burst_signal(s, b);
+  EXPECT_EQ(sig.nsub, 1);
+  const double sigma_g = b.width_s / std::sqrt(8 * std::log(2.0));
+  const double expect_a =
+      b.snr * s.rms() / std::sqrt(64.0) / std::sqrt(s.tsamp_s / (2 * std::sqrt(M_PI) * sigma_g));
+  EXPECT_NEAR(sig.amplitude, expect_a, 1e-3 * expect_a);
+  // Every channel carries the fluence A, centred on the arrival time.
+  for (int c = 0; c < 64; c += 9) {
+    double f = 0, centroid = 0;
+    for (std::size_t i = 0; i < sig.values[c].size(); ++i) {
+      f += sig.values[c][i];
+      centroid += sig.values[c][i] * (sig.first[c] + static_cast<double>(i) + 0.5);
+    }
+    EXPECT_NEAR(f, sig.amplitude, 1e-4 * sig.amplitude);
+    EXPECT_NEAR(centroid / f * s.tsamp_s, 1.0, 1e-6);
+  }
+  // With dispersion the channels arrive later at lower frequency, as the delay formula says.
+  const sim::Burst d{500, 30, 4 * s.tsamp_s, 0.5};
+  const auto sd = sim::burst_signal(s, d);
+  EXPECT_GT(sd.nsub, 1);  // smearing across each 4 MHz channel is several samples at DM 500
+  for (int c : {0, 40, 63}) {
+    double f = 0, centroid = 0;
+    for (std::size_t i = 0; i < sd.values[c].size(); ++i) {
+      f += sd.values[c][i];
+      centroid += sd.values[c][i] * (sd.first[c] + static_cast<double>(i) + 0.5);
+    }
+    const double fc = 1500 - 4.0 * c;
+    EXPECT_NEAR(centroid / f * s.tsamp_s, 0.5 + kDm * 500 * (1 / (fc * fc) - 1 / 1500.0 / 1500),
+                0.2e-3);
+  }
+}
+
+TEST(SimFilterbank, BadConfigurations) {
+  wbtest::TempDir dir;
+  auto check = [&](sim::FilterbankSimConfig s, const std::string& word) {
+    try {
+      sim::simulate_filterbank(s, dir.file("x.fil"));
+      ADD_FAILURE() << "accepted a config with a bad " << word;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(dir.files().empty());
+  };
+  auto s = small_sim(1);
+  s.nbits = 3;
+  check(s, "--nbits");
+  s = small_sim(1);
+  s.nchans = 0;
+  check(s, "--nchans");
+  s = small_sim(1);
+  s.foff_mhz = -30;  // 64 x 30 MHz below 1500 MHz reaches 0
+  check(s, "band");
+  s = small_sim(1);
+  s.duration_s = 1;
+  s.bursts = {{1000, 10, 1e-3, 0.5}};  // its 0.8 s sweep does not end in the file
+  check(s, "does not fit");
+  s.bursts = {{100, 10, -1, 0.5}};
+  check(s, "--width");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Candidate files
+
+TEST(Candidates, CandRoundTripAndColumns) {
+  wbtest::TempDir dir;
+  std::vector<Candidate> c(2);
+  c[0] = {14.5f, 1603, 2.030149, 1, 130, 473.456f, 43, 1590, 1620, 0};
+  c[1] = {6.25f, 99, 0.125, 5, 7, 12.5f, 3, 80, 130, 3};
+  io::write_cand(dir.file("a.cand"), c);
+  const std::string text = wbtest::slurp(dir.file("a.cand"));
+  EXPECT_EQ(text.substr(0, text.find('\n')),
+            "14.5000\t1603\t2.030149000\t1\t130\t473.4560\t43\t1590\t1620");
+  auto back = io::read_cand(dir.file("a.cand"));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].sample, 99);
+  EXPECT_EQ(back[1].filter, 5);
+  EXPECT_EQ(back[1].beam, 0);  // 9 columns: no beam
+  io::write_cand(dir.file("b.cand"), c, true);
+  back = io::read_cand(dir.file("b.cand"));
+  EXPECT_EQ(back[1].beam, 3);
+  EXPECT_NEAR(back[0].time_s, 2.030149, 1e-9);
+  // Malformed.
+  {
+    std::ofstream f(dir.file("bad.cand"));
+    f << "14.5\t1603\t2.03\n";
+  }
+  try {
+    io::read_cand(dir.file("bad.cand"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::format);
+    EXPECT_NE(std::string(e.what()).find("line 1"), std::string::npos);
+  }
+  EXPECT_THROW(io::read_cand(dir.file("missing.cand")), Error);
+}
+
+TEST(Candidates, JsonHasHeaderParametersMjdAndProvenance) {
+  io::FilterbankHeader h;
+  h.nchans = 336;
+  h.tsamp = 1.26646875e-3;
+  h.tstart = 58000.5;
+  h.fch1 = 1465;
+  h.foff = -1;
+  std::vector<Candidate> c(1);
+  c[0] = {14.5f, 1603, 2.030149, 1, 130, 473.456f, 43, 1590, 1620, 0};
+  const auto j = io::candidates_json(c, h, "x.fil", {{"snr_min", 6}}, {0, 1, 2});
+  EXPECT_EQ(j["format"], "warpbeam-candidates");
+  EXPECT_EQ(j["header"]["nchans"], 336);
+  EXPECT_EQ(j["parameters"]["snr_min"], 6);
+  EXPECT_EQ(j["dms"].size(), 3u);
+  EXPECT_NEAR(j["candidates"][0]["mjd"].get<double>(), 58000.5 + 2.030149 / 86400, 1e-12);
+  EXPECT_EQ(j["candidates"][0]["width_samples"], 2);
+  EXPECT_TRUE(j["provenance"].contains("git_commit"));
+  EXPECT_TRUE(j["provenance"].contains("warpbeam_version"));
+}

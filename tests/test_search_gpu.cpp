@@ -1,0 +1,62 @@
+// The file search with the dedispersion on the GPU (--backend cuda) against the CPU path: the
+// same candidates (dm_trial, sample, filter, members) with S/N within 1e-3 relative.
+#include <cmath>
+
+#include "test_util.hpp"
+#include "warpbeam/search.hpp"
+#include "warpbeam/sim/filterbank.hpp"
+
+using namespace warpbeam;
+using namespace warpbeam::search;
+
+namespace {
+
+void expect_same_candidates(const SearchResult& cpu, const SearchResult& gpu) {
+  ASSERT_EQ(gpu.candidates.size(), cpu.candidates.size());
+  for (std::size_t i = 0; i < cpu.candidates.size(); ++i) {
+    const auto &a = cpu.candidates[i], &b = gpu.candidates[i];
+    SCOPED_TRACE("candidate " + std::to_string(i));
+    EXPECT_EQ(b.dm_trial, a.dm_trial);
+    EXPECT_EQ(b.sample, a.sample);
+    EXPECT_EQ(b.filter, a.filter);
+    EXPECT_EQ(b.members, a.members);
+    EXPECT_LE(std::abs(b.snr - a.snr), 1e-3 * std::abs(a.snr))
+        << "gpu " << b.snr << " cpu " << a.snr;
+  }
+}
+
+}  // namespace
+
+TEST(SearchGpu, CudaDedispersionGivesTheCpuCandidates) {
+  WB_REQUIRE_GPU();
+  wbtest::TempDir dir;
+  sim::FilterbankSimConfig s;
+  s.nchans = 200;  // not a multiple of any tile
+  s.fch1_mhz = 1450;
+  s.foff_mhz = -1.1;
+  s.tsamp_s = 200e-6;
+  s.nbits = 8;
+  s.duration_s = 12;
+  s.seed = 31;
+  s.bursts = {{150, 12, 1e-3, 1.5}, {420, 30, 3e-3, 4.0}, {800, 9, 0.5e-3, 7.25}};
+  sim::simulate_filterbank(s, dir.file("g.fil"));
+  FileSearchConfig cfg;
+  cfg.dm_max = 1000;
+  cfg.gulp = 20000;  // several gulps
+  cfg.progress = false;
+  const auto cpu = search_filterbank(dir.file("g.fil"), cfg, Backend::cpu);
+  const auto gpu = search_filterbank(dir.file("g.fil"), cfg, Backend::cuda);
+  EXPECT_GT(cpu.gulps, 1);
+  ASSERT_GE(cpu.candidates.size(), 3u);
+  expect_same_candidates(cpu, gpu);
+}
+
+TEST(SearchGpu, Burst28MatchesTheCpu) {
+  WB_REQUIRE_GPU();
+  WB_REQUIRE_DATA("filterbank/burst_28.fil");
+  FileSearchConfig cfg;
+  cfg.progress = false;
+  const auto f = wbtest::data_file("filterbank/burst_28.fil");
+  expect_same_candidates(search_filterbank(f, cfg, Backend::cpu),
+                         search_filterbank(f, cfg, Backend::cuda));
+}
