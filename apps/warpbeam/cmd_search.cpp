@@ -18,7 +18,7 @@ namespace {
 struct SearchOptions {
   std::string path, output, json, zap_chans, backend = "cpu";
   search::FileSearchConfig config;
-  double memory_mib = 2048;
+  double memory_mib = 2048, gpu_memory_mib = 0;
   int top = 10;
   bool no_zero_dm = false, beam_column = false;
 };
@@ -28,6 +28,7 @@ void run_search(SearchOptions& o) {
   c.zero_dm = !o.no_zero_dm;
   c.zap_channels = search::parse_channel_list(o.zap_chans);
   c.memory_bytes = static_cast<std::int64_t>(o.memory_mib * 1024 * 1024);
+  c.device_memory_bytes = static_cast<std::int64_t>(o.gpu_memory_mib * 1024 * 1024);
   c.validate();  // usage errors (exit 2) before the file is opened
   const Backend backend = parse_backend(o.backend);
   const auto t0 = std::chrono::steady_clock::now();
@@ -55,6 +56,11 @@ void run_search(SearchOptions& o) {
       "{:.2f}; memory {} MiB\n",
       r.seconds_read, r.seconds_rfi, r.seconds_dedisp, r.seconds_search, r.seconds_cluster,
       r.memory_bytes >> 20);
+  if (r.backend == "cuda")
+    fmt::print(
+        "GPU: {} MiB of device buffers; copied {:.3f} GB to the device, {:.3f} MB back (stage "
+        "times are GPU time on two overlapping streams)\n",
+        r.device_memory_bytes >> 20, r.bytes_to_device / 1e9, r.bytes_from_device / 1e6);
   fmt::print("{} candidate(s)\n", r.candidates.size());
   print_candidates(r.candidates, h.tsamp, o.top);
 }
@@ -98,9 +104,25 @@ void add_search_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   add_backend_option(*cmd, o->backend);
+  cmd->add_option("--gpu-memory", o->gpu_memory_mib,
+                  "CUDA: budget for the device buffers (MiB; 0: 80% of the free memory)")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  cmd->add_option("--device", c.device, "CUDA device index")
+      ->check(CLI::Range(0, 1023))
+      ->capture_default_str();
+  cmd->add_option("--gpu-streams", c.gpu_streams,
+                  "CUDA: 2 overlaps gulp n+1's read, copy and RFI stage with gulp n's work; 1 "
+                  "runs the gulps in turn")
+      ->check(CLI::Range(1, 2))
+      ->capture_default_str();
+  cmd->add_flag("--autotune", c.autotune,
+                "CUDA: time a few dedispersion kernels and tile sizes on the gulp's shape first "
+                "(cached per shape in $XDG_CACHE_HOME/warpbeam/dedisp-tuning.json)");
   cmd->footer(
-      "--backend cuda dedisperses on the GPU and searches the DM-time plane on the CPU; the "
-      "GPU-resident search comes with issue 3.");
+      "--backend cuda runs RFI cleaning, dedispersion and the search on the GPU (only the packed "
+      "samples go there, only the peaks come back); reading and clustering stay on the host. "
+      "auto picks cuda when a GPU is present. Both backends give the same candidates.");
   cmd->callback([o] { run_search(*o); });
 }
 
