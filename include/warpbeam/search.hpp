@@ -353,6 +353,21 @@ struct FileSearchConfig {
   int beam = 0;          ///< written in every candidate
   bool progress = true;  ///< progress on stderr when it is a terminal
 
+  /// Set by the distributed search (warpbeam/dist/search.hpp); a plain search leaves it alone.
+  struct Part {
+    /// DM trials searched: [dm_trial_begin, dm_trial_end) of the DM list (end 0: to its end).
+    /// Gulps and statistics are those of a search of the whole list, so the peaks of the slices
+    /// of a list are exactly the peaks of the whole search.
+    std::int64_t dm_trial_begin = 0, dm_trial_end = 0;
+    /// Threads the memory bound counts when it sizes the gulp (0: `threads`), so that workers
+    /// with different thread counts cut a file into the same gulps.
+    int memory_threads = 0;
+    /// When set, each gulp's peaks (DM trials numbered in the whole list) are handed here
+    /// instead of being clustered, and the result holds no candidates.
+    std::function<void(const std::vector<Peak>& peaks)> on_peaks;
+  };
+  Part part;
+
   void validate() const;
   nlohmann::json to_json() const;
 };

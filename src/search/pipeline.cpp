@@ -153,6 +153,9 @@ void FileSearchConfig::validate() const {
          memory_bytes);
   require_range("--threads", threads, 0, 4096);
   require_range("beam", beam, 0, 1 << 30);
+  require_range<std::int64_t>("part.dm_trial_begin", part.dm_trial_begin, 0, std::int64_t{1} << 40);
+  require_range<std::int64_t>("part.dm_trial_end", part.dm_trial_end, 0, std::int64_t{1} << 40);
+  require_range("part.memory_threads", part.memory_threads, 0, 4096);
 }
 
 nlohmann::json FileSearchConfig::to_json() const {
@@ -245,6 +248,13 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
          "({:.3f} s): lower --dm-max",
          path, h.nsamples, h.duration_s(), res.dms.back(), res.max_delay, res.max_delay * h.tsamp);
   res.nsamples_searched = nout;
+  // The DM trials of this search (all, or a distributed run's slice).
+  const std::int64_t dm_b = cfg.part.dm_trial_begin;
+  const std::int64_t dm_e = cfg.part.dm_trial_end > 0 ? cfg.part.dm_trial_end : ndm;
+  if (dm_b >= dm_e || dm_e > ndm)
+    fail(ErrorCategory::invalid_argument,
+         "DM trials [{}, {}) are not a slice of the {} trials of '{}'", dm_b, dm_e, ndm, path);
+  const int memory_threads = cfg.part.memory_threads > 0 ? cfg.part.memory_threads : threads;
 
   // Gulp and DM chunk from the memory budget.
   const std::int64_t margin = cfg.boxcar_max;
@@ -266,11 +276,11 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
   const std::int64_t min_gulp = std::min<std::int64_t>(nout, std::max<std::int64_t>(margin, 4096));
   auto plane_len = [&](std::int64_t g) { return std::min(g + 2 * margin, nout); };
   while (cfg.gulp == 0 && gulp > min_gulp &&
-         memory_need(h, plane_len(gulp), res.max_delay, ndm, threads) > cfg.memory_bytes)
+         memory_need(h, plane_len(gulp), res.max_delay, ndm, memory_threads) > cfg.memory_bytes)
     gulp = std::max(min_gulp, gulp / 2);
   const std::int64_t L = plane_len(gulp);
-  const std::int64_t fixed = memory_need(h, L, res.max_delay, 0, threads);
-  std::int64_t chunk = std::min<std::int64_t>(ndm, (cfg.memory_bytes - fixed) / (L * 4));
+  const std::int64_t fixed = memory_need(h, L, res.max_delay, 0, memory_threads);
+  std::int64_t chunk = std::min<std::int64_t>(dm_e - dm_b, (cfg.memory_bytes - fixed) / (L * 4));
   if (chunk < 1)
     fail(ErrorCategory::invalid_argument,
          "searching '{}' to DM {} needs at least {} MiB ({} channels x {} samples of maximum "
@@ -279,7 +289,7 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
   res.gulp = gulp;
   res.gulps = (nout + gulp - 1) / gulp;
   res.dm_chunk = chunk;
-  res.memory_bytes = memory_need(h, L, res.max_delay, chunk, threads);
+  res.memory_bytes = memory_need(h, L, res.max_delay, chunk, memory_threads);
   res.min_channels_kept = h.nchans;
   res.widest_boxcar = widest_boxcar(sc, L, 0);
 
@@ -319,8 +329,8 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
 
     // Dedisperse and search the DM trials chunk by chunk.
     peaks.clear();
-    for (std::int64_t d0 = 0; d0 < ndm; d0 += chunk) {
-      const std::int64_t d1 = std::min(ndm, d0 + chunk);
+    for (std::int64_t d0 = dm_b; d0 < dm_e; d0 += chunk) {
+      const std::int64_t d1 = std::min(dm_e, d0 + chunk);
       auto c = dc;
       c.dms.assign(res.dms.begin() + d0, res.dms.begin() + d1);
       c.nsamples_in = len + trial_max_delay(delays, h.nchans, static_cast<std::size_t>(d1 - 1));
@@ -328,7 +338,7 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
       dedisperser.run(c, gulp_data.data(), plane.data());
       lap(clock, res.seconds_dedisp);
       if (!search_plan || search_plan->config().ndms != d1 - d0 ||
-          search_plan->config().nsamples != len || chunk < ndm) {
+          search_plan->config().nsamples != len || chunk < dm_e - dm_b) {
         sc.ndms = d1 - d0;
         sc.nsamples = len;
         sc.max_width.clear();
@@ -342,10 +352,15 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
                            own_e - p0, static_cast<std::int32_t>(d0), p0, peaks);
       lap(clock, res.seconds_search);
     }
-    clusterer.add(peaks);
-    // Every later gulp's plane starts at or after own_e - margin: spans begin no earlier.
-    const auto done = g + 1 < res.gulps ? clusterer.take_final(own_e - margin) : clusterer.finish();
-    clusters.insert(clusters.end(), done.begin(), done.end());
+    if (cfg.part.on_peaks) {
+      cfg.part.on_peaks(peaks);  // a distributed run clusters every worker's peaks together
+    } else {
+      clusterer.add(peaks);
+      // Every later gulp's plane starts at or after own_e - margin: spans begin no earlier.
+      const auto done =
+          g + 1 < res.gulps ? clusterer.take_final(own_e - margin) : clusterer.finish();
+      clusters.insert(clusters.end(), done.begin(), done.end());
+    }
     lap(clock, res.seconds_cluster);
     progress.update(own_e);
   }
