@@ -5,6 +5,7 @@
 #include <complex>
 #include <numbers>
 
+#include "beamform/executor.hpp"
 #include "beamform_test_util.hpp"
 #include "test_util.hpp"
 #include "warpbeam/beamform.hpp"
@@ -49,10 +50,50 @@ TEST(BeamformConfig, ValidateNamesTheField) {
   bad = c;
   bad.levels = {1, 2, 3};
   expect_error([&] { bad.validate(); }, ErrorCategory::invalid_argument, "levels");
-  // The tensor-core kernel exists on CUDA only.
-  bad = c;
-  bad.algorithm = Algorithm::tensor_core;
-  expect_error([&] { BeamformPlan(bad, Backend::cpu); }, ErrorCategory::unsupported, "CUDA");
+  // The tensor-core, cuBLAS and register-stream kernels exist on CUDA only.
+  for (auto a : {Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::register_stream}) {
+    bad = c;
+    bad.algorithm = a;
+    expect_error([&] { BeamformPlan(bad, Backend::cpu); }, ErrorCategory::unsupported, "CUDA");
+  }
+}
+
+TEST(BeamformConfig, AlgorithmNamesAndTunings) {
+  for (auto a : {Algorithm::automatic, Algorithm::register_tiled, Algorithm::register_stream,
+                 Algorithm::tensor_core, Algorithm::cublas_fp16})
+    EXPECT_EQ(parse_algorithm(to_string(a)), a);
+  expect_error([] { parse_algorithm("fastest"); }, ErrorCategory::invalid_argument, "fastest");
+  EXPECT_TRUE(uses_fp16(Algorithm::cublas_fp16));
+  EXPECT_TRUE(uses_fp16(Algorithm::tensor_core));
+  EXPECT_FALSE(uses_fp16(Algorithm::register_stream));
+  // Defaults, and the tunings that are not compiled.
+  const CudaTuning s = beamform::detail::resolve_tuning(Algorithm::register_stream, {});
+  EXPECT_EQ(s.beams_per_thread, 32);
+  EXPECT_EQ(s.samples_per_thread, 1);
+  EXPECT_EQ(s.threads_per_block, 256);
+  expect_error(
+      [] {
+        beamform::detail::resolve_tuning(Algorithm::register_stream, {32, 2, 0, 0, 0});
+      },
+      ErrorCategory::invalid_argument, "32x1");
+  expect_error(
+      [] {
+        beamform::detail::resolve_tuning(Algorithm::register_stream, {16, 1, 128, 0, 0});
+      },
+      ErrorCategory::invalid_argument, "256");
+  EXPECT_EQ(beamform::detail::resolve_tuning(Algorithm::cublas_fp16, {}).gemm_output_bits, 16);
+  expect_error(
+      [] {
+        beamform::detail::resolve_tuning(Algorithm::cublas_fp16, {0, 0, 0, 8, 0});
+      },
+      ErrorCategory::invalid_argument, "gemm_output_bits");
+  const CudaTuning t = beamform::detail::resolve_tuning(Algorithm::register_tiled, {});
+  EXPECT_EQ(t.beams_per_thread, 16);
+  expect_error(
+      [] {
+        beamform::detail::resolve_tuning(Algorithm::register_tiled, {32, 4, 256, 0, 0});
+      },
+      ErrorCategory::invalid_argument, "256 accumulator");
 }
 
 TEST(BeamformConfig, ShapesAndFlops) {

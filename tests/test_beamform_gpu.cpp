@@ -3,6 +3,7 @@
 // Register-tiled (fp32): max|gpu - cpu| <= 1e-5 max|cpu| per output array (beam, pol);
 // tensor cores (fp16): <= 1e-2, against a CPU run with the same fp16-rounded weights.
 #include <cmath>
+#include <cstring>
 
 #include "beamform_test_util.hpp"
 #include "test_util.hpp"
@@ -124,14 +125,17 @@ TEST(BeamformGpu, LevelsTableMatchesCpu) {
   c.levels.resize(16);
   for (int i = 0; i < 16; ++i)
     c.levels[static_cast<std::size_t>(i)] = std::pow(1.25f, static_cast<float>(i)) - 5;
-  for (auto alg : {Algorithm::register_tiled, Algorithm::tensor_core}) {
+  for (auto alg : {Algorithm::register_tiled, Algorithm::register_stream, Algorithm::tensor_core,
+                   Algorithm::cublas_fp16}) {
     c.algorithm = alg;
-    check(c, 700, alg == Algorithm::tensor_core ? 1e-2 : 1e-5);
+    check(c, 700, uses_fp16(alg) ? 1e-2 : 1e-5);
   }
   BeamformConfig o = small_config(SampleType::ci8, 1, 8, 24, 9, 64);
   o.encoding = Encoding::offset_binary;
-  o.algorithm = Algorithm::register_tiled;
-  check(o, 701, 1e-5);
+  for (auto alg : {Algorithm::register_tiled, Algorithm::register_stream, Algorithm::cublas_fp16}) {
+    o.algorithm = alg;
+    check(o, 701, uses_fp16(alg) ? 1e-2 : 1e-5);
+  }
 }
 
 TEST(BeamformGpu, TensorCoreMatchesCpu) {
@@ -162,12 +166,13 @@ TEST(BeamformGpu, TensorCoreIntegrationAndPolSumMatchCpu) {
     }
 }
 
-TEST(BeamformGpu, AutomaticPicksTensorCoresForLargeN) {
+TEST(BeamformGpu, AutomaticPicksCublasForLargeNAndRegisterStreamOtherwise) {
   WB_REQUIRE_GPU();
   BeamformConfig c = small_config(SampleType::ci8, 2, 8, 256, 1024, 64);
-  EXPECT_EQ(BeamformPlan(c, Backend::cuda).algorithm(), Algorithm::tensor_core);
+  EXPECT_EQ(BeamformPlan(c, Backend::cuda).algorithm(), Algorithm::cublas_fp16);
   c = small_config(SampleType::ci4, 1, 8, 32, 32, 64);
-  EXPECT_EQ(BeamformPlan(c, Backend::cuda).algorithm(), Algorithm::register_tiled);
+  EXPECT_EQ(BeamformPlan(c, Backend::cuda).algorithm(), Algorithm::register_stream);
+  EXPECT_EQ(BeamformPlan(c, Backend::cuda).tuning().beams_per_thread, 32);
 }
 
 TEST(BeamformGpu, StreamedExecuteMatchesSynchronous) {
@@ -194,4 +199,155 @@ TEST(BeamformGpu, StreamedExecuteMatchesSynchronous) {
   cpu.execute(input_view(c, in), output_view(c, ref));
   const auto r = compare(got, ref, c);
   EXPECT_LE(r.max_err, 1e-5 * r.max_ref) << r.first;
+}
+
+// ---- register-stream (fp32, round 2) ----
+
+TEST(BeamformGpu, RegisterStreamMatchesCpu) {
+  WB_REQUIRE_GPU();
+  std::uint32_t seed = 1300;
+  for (auto type : kTypes)
+    for (int npol : {1, 2})
+      // Odd shapes (partial channel tiles, partial antenna chunks, unaligned rows, partial beam
+      // groups, time not a multiple of the tile), the aligned B1-like one, a single antenna.
+      for (auto [nch, nant, nb, nt] : {std::array<std::int64_t, 4>{13, 19, 11, 72},
+                                       std::array<std::int64_t, 4>{9, 37, 33, 200},
+                                       std::array<std::int64_t, 4>{16, 32, 32, 256},
+                                       std::array<std::int64_t, 4>{3, 1, 1, 5}}) {
+        BeamformConfig c = small_config(type, npol, static_cast<int>(nch), static_cast<int>(nant),
+                                        static_cast<int>(nb), nt);
+        c.algorithm = Algorithm::register_stream;
+        check(c, seed++, 1e-5, nant > 2 ? 3 : 0);
+      }
+}
+
+TEST(BeamformGpu, RegisterStreamEveryTuningAndOutputMatchesCpu) {
+  WB_REQUIRE_GPU();
+  std::uint32_t seed = 1500;
+  for (auto [bpt, tpt] : {std::array<int, 2>{32, 1}, {16, 1}, {16, 2}})
+    for (auto type : {SampleType::ci4, SampleType::cf32})
+      for (int npol : {1, 2})
+        for (int variant = 0; variant < 5; ++variant) {
+          BeamformConfig c = small_config(type, npol, 11, 21, 37, 300);
+          c.algorithm = Algorithm::register_stream;
+          c.tuning = {bpt, tpt, 0, 0, 0};
+          if (variant == 1) c.output = OutputKind::voltage;
+          if (variant == 2) c.integration = 4;                      // bins inside a tile
+          if (variant == 3) c.integration = 50, c.sum_pols = true;  // bins across tiles
+          if (variant == 4) c.integration = 300;                    // one bin: one block
+          check(c, seed++, 1e-5);
+        }
+}
+
+TEST(BeamformGpu, RegisterStreamWeightWindowsMatchCpu) {
+  WB_REQUIRE_GPU();
+  // More antennas than the 64 KB weight window holds (reloaded per tile): 70 dual-pol
+  // antennas summed (32 beams x 2 pols x 8 channels x 8 B = 4 KB per antenna).
+  std::uint32_t seed = 1700;
+  for (auto type : {SampleType::ci4, SampleType::ci8, SampleType::cf16}) {
+    BeamformConfig c = small_config(type, 2, 10, 70, 40, 160);
+    c.algorithm = Algorithm::register_stream;
+    c.sum_pols = true;
+    c.integration = 5;
+    check(c, seed++, 1e-5);
+    c.sum_pols = false;
+    c.integration = 1;
+    c.tuning = {16, 2, 0, 0, 0};
+    check(c, seed++, 1e-5);
+  }
+}
+
+// ---- cublas-fp16 (round 2) ----
+
+TEST(BeamformGpu, CublasMatchesCpu) {
+  WB_REQUIRE_GPU();
+  std::uint32_t seed = 1900;
+  for (int bits : {16, 32})
+    for (auto type : kTypes)
+      for (int npol : {1, 2})
+        for (auto [nch, nant, nb, nt] : {std::array<std::int64_t, 4>{13, 19, 11, 72},
+                                         std::array<std::int64_t, 4>{9, 70, 45, 200},
+                                         std::array<std::int64_t, 4>{3, 1, 1, 5}}) {
+          BeamformConfig c = small_config(type, npol, static_cast<int>(nch), static_cast<int>(nant),
+                                          static_cast<int>(nb), nt);
+          c.algorithm = Algorithm::cublas_fp16;
+          c.tuning.gemm_output_bits = bits;
+          check(c, seed++, 1e-2, nant > 2 ? 3 : 0);
+        }
+}
+
+TEST(BeamformGpu, CublasOutputsAndChunksMatchCpu) {
+  WB_REQUIRE_GPU();
+  std::uint32_t seed = 2100;
+  for (int bits : {16, 32})
+    for (int variant = 0; variant < 5; ++variant) {
+      BeamformConfig c = small_config(SampleType::ci8, 2, 13, 40, 37, 96);
+      c.algorithm = Algorithm::cublas_fp16;
+      c.tuning.gemm_output_bits = bits;
+      c.tuning.gemm_chunk_channels = 3;  // 5 rounds, the last partial
+      if (variant == 1) c.output = OutputKind::voltage;
+      if (variant == 2) c.integration = 3;
+      if (variant == 3) c.integration = 12, c.sum_pols = true;
+      if (variant == 4) c.integration = 96;
+      check(c, seed++, 1e-2);
+    }
+}
+
+TEST(BeamformGpu, NewVariantsAreBitwiseReproducible) {
+  WB_REQUIRE_GPU();
+  // Power summed over pols and integrated across threads: round 1's atomics made the last bits
+  // vary; register-stream and cublas-fp16 add in a fixed order.
+  for (auto alg : {Algorithm::register_stream, Algorithm::cublas_fp16}) {
+    BeamformConfig c = small_config(SampleType::ci4, 2, 24, 48, 40, 512);
+    c.algorithm = alg;
+    c.sum_pols = true;
+    c.integration = 16;
+    const auto in = random_input(c, 5);
+    const auto w = random_weights(c, 6, 0);
+    BeamformPlan gpu(c, Backend::cuda);
+    gpu.set_weights(weights_view(c, w));
+    DeviceArray<std::uint8_t> d_in(in.size());
+    DeviceArray<float> d_out(static_cast<std::size_t>(output_floats(c)));
+    copy_bytes(d_in.data(), in.data(), in.size());
+    std::vector<float> first(d_out.size()), again(d_out.size());
+    for (auto* dst : {&first, &again}) {
+      device_memset(d_out.data(), 0xFF, d_out.bytes());
+      gpu.execute(View<const std::uint8_t, 3>(d_in.data(), c.input_shape(), Space::device),
+                  View<float, 4>(d_out.data(), c.output_shape(), Space::device));
+      copy_bytes(dst->data(), d_out.data(), d_out.bytes());
+    }
+    EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(float)), 0)
+        << to_string(alg);
+    EXPECT_TRUE(std::isfinite(first[0]) && first[0] > 0) << to_string(alg);
+  }
+}
+
+TEST(BeamformGpu, CublasStreamedExecuteMatchesCpu) {
+  WB_REQUIRE_GPU();
+  BeamformConfig c = small_config(SampleType::ci4, 2, 16, 64, 130, 128);
+  c.algorithm = Algorithm::cublas_fp16;
+  const auto in = random_input(c, 11);
+  const auto w = random_weights(c, 12, 0);
+  Stream stream;
+  BeamformPlan gpu(c, Backend::cuda);
+  gpu.set_weights(weights_view(c, w), &stream);
+  DeviceArray<std::uint8_t> d_in(in.size());
+  DeviceArray<float> d_out(static_cast<std::size_t>(output_floats(c)));
+  copy_bytes(d_in.data(), in.data(), in.size(), &stream);
+  device_memset(d_out.data(), 0xFF, d_out.bytes(), &stream);
+  gpu.execute(View<const std::uint8_t, 3>(d_in.data(), c.input_shape(), Space::device),
+              View<float, 4>(d_out.data(), c.output_shape(), Space::device), &stream);
+  std::vector<float> got(d_out.size());
+  copy_bytes(got.data(), d_out.data(), d_out.bytes(), &stream);
+  stream.synchronize();
+  BeamformConfig cc = c;
+  cc.algorithm = Algorithm::automatic;
+  BeamformPlan cpu(cc, Backend::cpu);
+  const auto& ew = gpu.effective_weights();
+  cpu.set_weights(
+      View<const std::complex<float>, 4>(ew.data(), {c.nchans, c.npol, c.nbeams, c.nantennas}));
+  std::vector<float> ref(got.size());
+  cpu.execute(input_view(c, in), output_view(c, ref));
+  const auto r = compare(got, ref, c, 1e-2);
+  EXPECT_LE(r.max_err, 1e-2 * r.max_ref) << r.first;
 }

@@ -1,13 +1,16 @@
 // GUPPI raw (the real PUPPI and VEGAS samples, round trips, bad headers), the voltage simulator,
 // and the beamformer's subcommands end to end (bad inputs give clear errors and no output).
 #include <cmath>
+#include <complex>
 #include <cstring>
 #include <fstream>
+#include <numbers>
 
 #include "beamform_test_util.hpp"
 #include "test_util.hpp"
 #include "warpbeam/io/guppi.hpp"
 #include "warpbeam/io/image.hpp"
+#include "warpbeam/io/lwa.hpp"
 #include "warpbeam/io/sigproc.hpp"
 #include "warpbeam/sim_voltages.hpp"
 
@@ -381,4 +384,121 @@ TEST(BeamformCli, BeamPatternWritesPngAndFits) {
       wbtest::run_cli("beam-pattern --out '" + dir.file("b2") + "' --pointing 'azel 180 -20'");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("b2.png")));
+}
+
+TEST(BeamformCli, BeamPatternLeavesNothingWhenAProductFails) {
+  wbtest::TempDir dir;
+  // A folder where the PNG must go: the PNG cannot be written, so neither FITS nor JSON may be
+  // left behind (round 1 left the FITS).
+  if (io::png_supported()) {
+    std::filesystem::create_directories(dir.file("p1.png"));
+    const auto r = wbtest::run_cli("beam-pattern --out '" + dir.file("p1") +
+                                   "' --size 32 --nchans 2 --pointing 'azel 180 60'");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("p1.png"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("p1.fits")));
+    EXPECT_FALSE(std::filesystem::exists(dir.file("p1.json")));
+  }
+  // The same with the FITS: no PNG left.
+  if (io::fits_supported()) {
+    std::filesystem::create_directories(dir.file("p2.fits"));
+    const auto r = wbtest::run_cli("beam-pattern --out '" + dir.file("p2") +
+                                   "' --size 32 --nchans 2 --pointing 'azel 180 60'");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("p2.png")));
+    EXPECT_FALSE(std::filesystem::exists(dir.file("p2.json")));
+  }
+  // No temporary file is left either: only the two folders made above remain.
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path)) {
+    EXPECT_TRUE(e.is_directory()) << e.path();
+    ++entries;
+  }
+  EXPECT_LE(entries, 2);
+}
+
+TEST(LwaTbfVoltages, RealFileIsAVoltageStream) {
+  WB_REQUIRE_DATA("lwa/tbf-test.dat");
+  const std::string path = wbtest::data_file("lwa/tbf-test.dat");
+  CaptureWarnings w;
+  auto reader = open_voltage_file(path);
+  const auto& i = reader->info();
+  EXPECT_EQ(i.format, "lwa-tbf");
+  EXPECT_EQ(i.nchans, 60);
+  EXPECT_EQ(i.nantennas, 256);
+  EXPECT_EQ(i.npol, 2);
+  EXPECT_EQ(i.sample_type, SampleType::ci4);
+  EXPECT_DOUBLE_EQ(i.fch1_hz, 58.7e6);
+  EXPECT_DOUBLE_EQ(i.foff_hz, 25e3);
+  EXPECT_DOUBLE_EQ(i.tsamp_s, 40e-6);
+  EXPECT_EQ(i.block_samples, 1);
+  EXPECT_NEAR(i.mjd_start, 1447376362.0 / 86400 + 40587, 1e-9);  // 2015-11-13 00:59:22 UTC
+  // The trailing partial frame is dropped with a warning, not an error.
+  ASSERT_FALSE(g_warnings.empty());
+  EXPECT_NE(g_warnings[0].find("partial"), std::string::npos) << g_warnings[0];
+  std::vector<std::uint8_t> block;
+  double mjd = 0;
+  ASSERT_TRUE(reader->read_block(block, &mjd));
+  EXPECT_EQ(static_cast<std::int64_t>(block.size()), i.block_bytes());
+  EXPECT_DOUBLE_EQ(mjd, i.mjd_start);
+  std::vector<std::uint8_t> direct(block.size());
+  TbfReader(path).read(0, 1, 0, 60, direct.data());
+  EXPECT_EQ(block, direct);
+  EXPECT_FALSE(reader->read_block(block, &mjd));
+}
+
+TEST(BeamformCli, TbfFileBeamformsWithTheSsmif) {
+  WB_REQUIRE_DATA("lwa/tbf-test.dat");
+  WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
+  const std::string path = wbtest::data_file("lwa/tbf-test.dat");
+  const std::string ssmif_path = wbtest::data_file("lwa/lwasv-ssmif.txt");
+  wbtest::TempDir dir;
+  const auto r =
+      wbtest::run_cli("beamform '" + path + "' --ssmif '" + ssmif_path +
+                      "' --grid azel:0:0:1:90:90:1 --backend cpu --out '" + dir.file("zen") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("partial"), std::string::npos) << "the partial frame warns: " << r.err;
+
+  // The zenith beam by hand: stands with both antennas usable, the geometric phase of the
+  // height, each cable's delay undone, |sum|^2 per channel and pol.
+  const TbfReader tbf(path);
+  const Ssmif ssmif = read_ssmif(ssmif_path);
+  const TbfStationModel st = tbf_station_model(ssmif, 256);
+  std::vector<std::uint8_t> v(60 * 512);
+  tbf.read(0, 1, 0, 60, v.data());
+  for (int p = 0; p < 2; ++p) {
+    FilterbankReader fr(dir.file("zen") + fmt::format("/beam0000_pol{}.fil", p));
+    EXPECT_EQ(fr.header().nchans, 60);
+    EXPECT_NEAR(fr.header().fch1, 58.7, 1e-9);
+    EXPECT_NEAR(fr.header().foff, 0.025, 1e-12);
+    EXPECT_EQ(fr.header().nsamples, 1);
+    const auto got = fr.read_all();
+    double max_ref = 0, max_err = 0;
+    for (int c = 0; c < 60; ++c) {
+      const double f = tbf.info().frequency_hz(c);
+      std::complex<double> sum;
+      for (int s = 0; s < 256; ++s) {
+        if (!st.ok[static_cast<std::size_t>(s)]) continue;
+        const std::uint8_t b = v[static_cast<std::size_t>(c * 512 + s * 2 + p)];
+        const std::complex<double> x(ci4_real(b), ci4_imag(b));
+        const double phase =
+            -2 * std::numbers::pi * f * st.xyz_m[static_cast<std::size_t>(s)][2] / 299792458.0 +
+            2 * std::numbers::pi * f * st.cable_delay_s(s, p, f);
+        sum += std::polar(1.0, phase) * x;
+      }
+      const double ref = std::norm(sum);
+      max_ref = std::max(max_ref, ref);
+      max_err = std::max(max_err, std::abs(got[static_cast<std::size_t>(c)] - ref));
+    }
+    EXPECT_GT(max_ref, 0);
+    EXPECT_LE(max_err, 1e-4 * max_ref) << "pol " << p;
+  }
+  // BEST-2's 32 antennas do not match the 256 TBF stands: a clear usage error, no output.
+  const auto bad = wbtest::run_cli("beamform '" + path +
+                                   "' --array best2 --grid azel:0:0:1:90:90:1 "
+                                   "--backend cpu --out '" +
+                                   dir.file("bad") + "'");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("256 antennas"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bad") + "/beam0000_pol0.fil"));
 }

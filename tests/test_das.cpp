@@ -304,24 +304,25 @@ TEST(Das, BmodeLevelsAndSlices) {
 
 // Physics: a point scatterer imaged with one plane wave and a boxcar receive aperture of
 // f-number F. Lateral -6 dB width of the receive sinc: 1.2067 lambda F; axial -6 dB width of the
-// Gaussian pulse envelope over the two-way path: 2 ln 2 c / (pi B).
-TEST(Das, PointSpreadFunctionMatchesTheory) {
+// Gaussian pulse envelope over the two-way path: 2 ln 2 c / (pi B). I/Q: envelope |I/Q|; RF: the
+// RF itself beamformed, envelope from its analytic signal along depth (dz = 5 um < lambda / 4).
+void check_point_spread(SampleType type, double fs) {
   sim::UltrasoundSimConfig s;
   s.probe = linear_array(128, 0.15e-3);
   s.transmits = {Transmit::plane(0)};
   const Vec3 target{1.0e-3, 0, 20e-3};
   s.scatterers = {target};
-  s.sample_type = SampleType::iq;
+  s.sample_type = type;
   s.fc = 5e6;
   s.bandwidth = 0.6;
-  s.fs = 20e6;
+  s.fs = fs;
   s.c = 1540;
   s.t0 = 20e-6;
-  s.nsamples = 400;
+  s.nsamples = static_cast<std::int64_t>(400 * fs / 20e6);
   const auto data = sim::simulate_ultrasound(s);
 
   DasConfig c;
-  c.sample_type = SampleType::iq;
+  c.sample_type = type;
   c.batch = 1;
   c.nsamples = s.nsamples;
   c.fs = s.fs;
@@ -333,9 +334,19 @@ TEST(Das, PointSpreadFunctionMatchesTheory) {
   c.fnumber = 2.0;
   const Grid g = parse_grid("-1e-3:3e-3:1e-5,19.6e-3:20.4e-3:5e-6");
   c.voxels = g.voxels();
-  const auto out = run_cpu(c, {}, data.iq);
-  const auto env = envelope(out.data(), static_cast<std::int64_t>(out.size()));
+  const auto out = run_cpu(c, data.rf, data.iq);
   const auto nx = g.x.size(), nz = g.z.size();
+  std::vector<float> env;
+  if (type == SampleType::iq) {
+    env = envelope(out.data(), static_cast<std::int64_t>(out.size()));
+  } else {
+    std::vector<float> re(out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      re[i] = out[i].real();
+      EXPECT_EQ(out[i].imag(), 0.f);
+    }
+    env = envelope_along_depth(re.data(), 1, nz, 1, nx);
+  }
   const auto peak = std::max_element(env.begin(), env.end()) - env.begin();
   const auto iz = peak / nx, ix = peak % nx;
   const double lambda = s.c / s.fc;
@@ -352,12 +363,60 @@ TEST(Das, PointSpreadFunctionMatchesTheory) {
   const double lateral_theory = 1.2067 * lambda * 2.0;
   const double axial_theory = 2 * std::log(2.0) * s.c / (kPi * s.bandwidth * s.fc);
   std::printf(
-      "PSF: peak at (%.4f, %.4f) mm, -6 dB lateral %.4f mm (theory %.4f), axial %.4f mm "
+      "PSF (%s): peak at (%.4f, %.4f) mm, -6 dB lateral %.4f mm (theory %.4f), axial %.4f mm "
       "(theory %.4f)\n",
-      g.x.at(ix) * 1e3, g.z.at(iz) * 1e3, lateral * 1e3, lateral_theory * 1e3, axial * 1e3,
-      axial_theory * 1e3);
+      type == SampleType::iq ? "I/Q" : "RF", g.x.at(ix) * 1e3, g.z.at(iz) * 1e3, lateral * 1e3,
+      lateral_theory * 1e3, axial * 1e3, axial_theory * 1e3);
   EXPECT_NEAR(lateral / lateral_theory, 1.0, 0.10) << lateral << " vs " << lateral_theory;
   EXPECT_NEAR(axial / axial_theory, 1.0, 0.10) << axial << " vs " << axial_theory;
+}
+
+TEST(Das, PointSpreadFunctionMatchesTheory) {
+  check_point_spread(SampleType::iq, 20e6);
+}
+
+// RF beamformed directly needs several samples per period for its linear interpolation: 8 here.
+TEST(Das, PointSpreadFunctionMatchesTheoryWhenBeamformingRf) {
+  check_point_spread(SampleType::rf, 40e6);
+}
+
+// The analytic signal along depth: a tone with a whole number of periods has a flat envelope;
+// random columns (odd and even lengths) match the analytic signal written as a direct DFT.
+TEST(Das, EnvelopeAlongDepthIsTheAnalyticSignal) {
+  const std::int64_t nz = 64, ny = 2, nx = 3;
+  std::vector<float> tone(static_cast<std::size_t>(nz * ny * nx));
+  for (std::int64_t z = 0; z < nz; ++z)
+    for (std::int64_t c = 0; c < ny * nx; ++c)
+      tone[z * ny * nx + c] = static_cast<float>((1.0 + c) * std::cos(2 * kPi * 5 * z / nz + c));
+  const auto et = envelope_along_depth(tone.data(), 1, nz, ny, nx);
+  for (std::int64_t z = 0; z < nz; ++z)
+    for (std::int64_t c = 0; c < ny * nx; ++c)
+      EXPECT_NEAR(et[z * ny * nx + c], 1.0 + c, 1e-4 * (1.0 + c)) << z << " " << c;
+  for (std::int64_t n : {37, 50}) {
+    const std::int64_t B = 2, cols = 5;
+    const auto x = wbtest::random_floats(static_cast<std::size_t>(B * n * cols), 9);
+    const auto e = envelope_along_depth(x.data(), B, n, 1, cols);
+    double err = 0;
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        // X_k = sum_t x_t e^{-2 pi i k t / n}; analytic z_t = (1/n) sum_k h_k X_k e^{2 pi i k t/n}
+        std::vector<std::complex<double>> X(static_cast<std::size_t>(n));
+        for (std::int64_t k = 0; k < n; ++k)
+          for (std::int64_t t = 0; t < n; ++t)
+            X[k] += static_cast<double>(x[(b * n + t) * cols + c]) *
+                    std::polar(1.0, -2 * kPi * k * t / n);
+        for (std::int64_t t = 0; t < n; ++t) {
+          std::complex<double> z = X[0];
+          for (std::int64_t k = 1; 2 * k < n; ++k)
+            z += 2.0 * X[k] * std::polar(1.0, 2 * kPi * k * t / n);
+          if (n % 2 == 0) z += X[n / 2] * std::polar(1.0, kPi * t);
+          err = std::max(err, std::abs(std::abs(z) / n - e[(b * n + t) * cols + c]));
+        }
+      }
+    EXPECT_LT(err, 1e-5) << "n = " << n;
+  }
+  EXPECT_THROW(envelope_along_depth(tone.data(), 1, 1, ny, nx), Error);
+  EXPECT_THROW(envelope_along_depth(tone.data(), 0, nz, ny, nx), Error);
 }
 
 // Real data: PyMUST's rotating-disk example. rf2iq's chain (down-mixing, zero-phase Butterworth
@@ -580,9 +639,24 @@ TEST(Das, CliSimulateBeamformAndBadOptions) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::exists(t.file("b.png")));
   EXPECT_TRUE(std::filesystem::exists(t.file("env.npy")));
+  // The RF beamformed directly (dz = 20 um < lambda / 4 = 77 um), envelope along depth.
+  r = wbtest::run_cli("das '" + t.file("sim.mat") +
+                      "' --beamform rf --grid -3e-3:3e-3:5e-5,7e-3:13e-3:2e-5 --fnumber 1.5 "
+                      "--out '" +
+                      t.file("rf.npy") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(t.file("rf.npy")), 128u + 2 * 301 * 121 * 4);
+  EXPECT_EQ(r.err.find("lambda"), std::string::npos) << r.err;
+  // A depth step that undersamples the two-way carrier: beamformed, with a warning.
+  r = wbtest::run_cli("das '" + t.file("sim.mat") +
+                      "' --beamform rf --grid -3e-3:3e-3:1e-4,7e-3:13e-3:1e-4 --out '" +
+                      t.file("rf_coarse.npy") + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("lambda / 4"), std::string::npos) << r.err;
   // Bad option values: exit 2, no output.
-  for (const std::string bad : {"--fnumber 0", "--fnumber -1", "--grid 1e-3:0:1e-4,7e-3:13e-3:5e-5",
-                                "--grid 0:1e-3:0,7e-3:13e-3:5e-5", "--dynamic-range 0"}) {
+  for (const std::string bad :
+       {"--fnumber 0", "--fnumber -1", "--grid 1e-3:0:1e-4,7e-3:13e-3:5e-5",
+        "--grid 0:1e-3:0,7e-3:13e-3:5e-5", "--dynamic-range 0", "--beamform envelope"}) {
     std::string args = "das '" + t.file("sim.mat") + "' --out '" + t.file("bad.png") + "' ";
     if (bad.rfind("--grid", 0) != 0) args += "--grid -3e-3:3e-3:1e-4,7e-3:13e-3:1e-4 ";
     r = wbtest::run_cli(args + bad);
@@ -608,6 +682,14 @@ TEST(Das, CliSimulateBeamformAndBadOptions) {
                         t.file("vol.png") + "'");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(std::filesystem::exists(t.file("vol.png")));
+    // I/Q data cannot be beamformed as RF: a usage error, no output.
+    r = wbtest::run_cli("das '" + t.file("vol.uff") +
+                        "' --beamform rf --grid -1e-3:1e-3:2e-4,-1e-3:1e-3:2e-4,5e-3:7e-3:1e-5 "
+                        "--out '" +
+                        t.file("volrf.npy") + "'");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("I/Q"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(t.file("volrf.npy")));
   }
   r = wbtest::run_cli("das '" + t.file("missing.mat") +
                       "' --grid -3e-3:3e-3:1e-4,7e-3:13e-3:1e-4 --out '" + t.file("bad.png") + "'");

@@ -1,5 +1,5 @@
-// Delay-and-sum on the GPU against the CPU reference: every variant (BL, BI, fp16 storage, TC) on
-// random data, output poisoned (NaN) first, on odd shapes and on the reference shapes U1 and U2
+// Delay-and-sum on the GPU against the CPU reference: every variant (BL, BI, fp16 storage, TC, TCW)
+// on random data, output poisoned (NaN) first, on odd shapes and on the reference shapes U1 and U2
 // (U2 compared on a subset of voxels, so that the CPU side stays within a few seconds).
 // Tolerance per output array: max|gpu - cpu| <= 1e-5 max|cpu| (fp32), 1e-2 max|cpu| (fp16, TC).
 #include <cmath>
@@ -28,6 +28,7 @@ const Variant kVariants[] = {
     {Algorithm::batch_inner, Storage::fp32, 1e-5, "BI fp32"},
     {Algorithm::batch_inner, Storage::fp16, 1e-2, "BI fp16"},
     {Algorithm::tensor_core, Storage::fp16, 1e-2, "TC fp16"},
+    {Algorithm::tensor_core_window, Storage::fp16, 1e-2, "TCW fp16"},
 };
 
 std::vector<Vec3> random_voxels(std::size_t n, std::uint32_t seed, double hw, double z0, double z1,
@@ -212,19 +213,30 @@ TEST(DasGpu, EveryTilingOfBlAndBiMatchesCpu) {
     const auto ref = cpu_reference(c, in, {});
     for (const auto& v : kVariants) {
       if (v.algorithm == Algorithm::tensor_core) continue;
-      const std::vector<int> tiles = v.algorithm == Algorithm::baseline
-                                         ? std::vector<int>{4, 8, 16}
-                                         : std::vector<int>{1, 2, 4, 8};
+      const std::vector<int> tiles = v.algorithm == Algorithm::baseline ? std::vector<int>{4, 8, 16}
+                                     : v.algorithm == Algorithm::batch_inner
+                                         ? std::vector<int>{1, 2, 4, 8}
+                                         : std::vector<int>{32, 64, 128};
+      // BI with fp16 storage: float and double delays.
+      const std::vector<int> bits =
+          v.algorithm == Algorithm::batch_inner && v.storage == Storage::fp16
+              ? std::vector<int>{32, 64}
+              : std::vector<int>{0};
       for (int t : tiles)
-        for (int threads : {64, 256}) {
-          DasConfig ct = c;
-          if (v.algorithm == Algorithm::baseline)
-            ct.tuning.batch_tile = t;
-          else
-            ct.tuning.bi_repeats = t;
-          ct.tuning.threads_per_block = threads;
-          check_variant(type == SampleType::iq ? "tiles-iq" : "tiles-rf", ct, v, in, d_in, ref, {});
-        }
+        for (int threads : {64, 256})
+          for (int b : bits) {
+            DasConfig ct = c;
+            if (v.algorithm == Algorithm::baseline)
+              ct.tuning.batch_tile = t;
+            else if (v.algorithm == Algorithm::batch_inner)
+              ct.tuning.bi_repeats = t;
+            else
+              ct.tuning.warp_frames = t;
+            ct.tuning.threads_per_block = threads;
+            ct.tuning.delay_bits = b;
+            check_variant(type == SampleType::iq ? "tiles-iq" : "tiles-rf", ct, v, in, d_in, ref,
+                          {});
+          }
     }
   }
 }
@@ -244,4 +256,115 @@ TEST(DasGpu, ReferenceShapeU2AllVariants) {
   for (std::int64_t i = 0; i < 1500; ++i)
     subset.push_back((i * 174763) % c.nvoxels());
   check_all("U2", c, 22, subset);
+}
+
+// A regular 3-D grid whose sides are not multiples of the tensor-core window kernel's tiles
+// (11 x 5 x 9 voxels: tiles with empty slots), two steered plane waves, Tukey apodization, a
+// batch of 37 (a partial block of 32 frames).
+TEST(DasGpu, OddGridWithPartialTilesAllVariants) {
+  WB_REQUIRE_GPU();
+  DasConfig c;
+  c.sample_type = SampleType::iq;
+  c.batch = 37;
+  c.nsamples = 251;
+  c.fs = 12e6;
+  c.fc = 3.3e6;
+  c.t0 = 0.5e-6;
+  c.probe = matrix_array(9, 6, 0.3e-3, 0.3e-3);
+  c.transmits = {Transmit::plane(0.06, 0.02), Transmit::plane(-0.09, 0.0)};
+  c.voxels = parse_grid("-1.5e-3:1.5e-3:3e-4,-0.6e-3:0.6e-3:3e-4,6e-3:10e-3:5e-4").voxels();
+  c.fnumber = 1.3;
+  c.window = Window::tukey;
+  c.tukey_alpha = 0.6;
+  check_all("odd-grid", c, 31);
+}
+
+// Voxels placed on the decision boundaries of the delay model: on the f-number aperture edge of
+// an element (to 1e-12 relative) and at exactly the first and the last sample. The float delays
+// of the fp16 kernels must defer to double there; one wrong term among 24 receivers is an error
+// of several per cent, far above the 1e-2 tolerance.
+TEST(DasGpu, BoundaryVoxelsMatchCpuInEveryVariant) {
+  WB_REQUIRE_GPU();
+  DasConfig c;
+  c.sample_type = SampleType::iq;
+  c.batch = 24;
+  c.nsamples = 300;
+  c.fs = 20e6;
+  c.fc = 5e6;
+  c.c = 1540;
+  c.probe = linear_array(24, 0.3e-3);
+  c.transmits = {Transmit::plane(0)};
+  c.fnumber = 1.5;
+  c.t0 = 10e-6;
+  const double first_z = c.t0 * c.c / 2, last_z = (c.t0 + (c.nsamples - 1) / c.fs) * c.c / 2;
+  for (std::size_t m = 0; m < c.probe.size(); m += 3) {
+    const double xm = c.probe.positions[m][0];
+    for (double z : {9e-3, 11e-3, 14e-3})
+      for (double eps : {-1e-12, 0.0, 1e-12}) {
+        const double rho = z / (2 * *c.fnumber) * (1 + eps);
+        c.voxels.push_back({xm + rho, 0, z});
+        c.voxels.push_back({xm - rho, 0, z});
+      }
+    for (double eps : {-1e-12, 0.0, 1e-12}) {
+      c.voxels.push_back({xm, 0, first_z * (1 + eps)});
+      c.voxels.push_back({xm, 0, last_z * (1 + eps)});
+    }
+  }
+  check_all("boundary", c, 41);
+}
+
+// Algorithm::automatic resolves as automatic_algorithm() says and matches the CPU, for fp32 and
+// fp16 storage and small and large batches.
+TEST(DasGpu, AutomaticPicksAVerifiedVariant) {
+  WB_REQUIRE_GPU();
+  for (Storage st : {Storage::fp32, Storage::fp16})
+    for (std::int64_t batch : {3, 40}) {
+      DasConfig c = odd_linear_iq();
+      c.batch = batch;
+      c.storage = st;
+      c.algorithm = Algorithm::automatic;
+      DasPlan plan(c, Backend::cuda);
+      EXPECT_EQ(plan.algorithm(), automatic_algorithm(c));
+      const auto in = random_input(c, 51);
+      DeviceArray<float> d_in(in.size());
+      copy_bytes(d_in.data(), in.data(), d_in.bytes());
+      const auto ref = cpu_reference(c, in, {});
+      const Variant v{Algorithm::automatic, st, st == Storage::fp32 ? 1e-5 : 1e-2,
+                      st == Storage::fp32 ? "auto fp32" : "auto fp16"};
+      check_variant("auto", c, v, in, d_in, ref, {});
+    }
+}
+
+// The two halves of execute(): layout change and kernel, timed by events, same numbers.
+TEST(DasGpu, ExecuteTimedSplitsLayoutAndKernel) {
+  WB_REQUIRE_GPU();
+  DasConfig c = odd_linear_iq();
+  c.batch = 40;
+  const auto in = random_input(c, 61);
+  DeviceArray<float> d_in(in.size());
+  copy_bytes(d_in.data(), in.data(), d_in.bytes());
+  for (Algorithm a : {Algorithm::baseline, Algorithm::batch_inner, Algorithm::tensor_core_window}) {
+    c.algorithm = a;
+    c.storage = a == Algorithm::baseline ? Storage::fp32 : Storage::fp16;
+    DasPlan plan(c, Backend::cuda);
+    DeviceArray<cf> d1(static_cast<std::size_t>(c.batch * c.nvoxels())), d2(d1.size());
+    execute(plan, d_in.data(), d1.data(), Space::device);
+    device_memset(d2.data(), 0xFF, d2.bytes());
+    const auto t = plan.execute_timed(View<const cf, 4>(reinterpret_cast<const cf*>(d_in.data()),
+                                                        plan.input_shape(), Space::device),
+                                      View<cf, 2>(d2.data(), plan.output_shape(), Space::device));
+    EXPECT_GE(t.layout_ms, 0.0);
+    EXPECT_GT(t.kernel_ms, 0.0);
+    std::vector<cf> a1(d1.size()), a2(d2.size());
+    copy_bytes(a1.data(), d1.data(), d1.bytes());
+    copy_bytes(a2.data(), d2.data(), d2.bytes());
+    EXPECT_EQ(a1, a2) << to_string(a);
+  }
+  DasPlan cpu(odd_linear_iq(), Backend::cpu);
+  std::vector<cf> hi(static_cast<std::size_t>(cpu.input_shape()[0] * cpu.input_shape()[1] *
+                                              cpu.input_shape()[2] * cpu.input_shape()[3])),
+      ho(static_cast<std::size_t>(cpu.output_shape()[0] * cpu.output_shape()[1]));
+  EXPECT_THROW(cpu.execute_timed(View<const cf, 4>(hi.data(), cpu.input_shape()),
+                                 View<cf, 2>(ho.data(), cpu.output_shape())),
+               Error);
 }

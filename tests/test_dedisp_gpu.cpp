@@ -266,6 +266,56 @@ TEST(DedispGpu, PackedSumsAreExactAtFullScale) {
   }
 }
 
+// Channel-major float32 input (the GPU search's path): rows [nchans][stride] with NaN past
+// nsamples_in (they must feed no valid output) and the zapped channels' rows zeroed, against the
+// CPU with the killmask.
+TEST(DedispGpu, ChannelMajorInputMatchesTheCpu) {
+  WB_REQUIRE_GPU();
+  int shape_index = 0;
+  for (const Shape& s : shapes()) {
+    const DedispersionConfig c = make_config(s, 32, false);
+    const auto in = random_input(c, 300 + shape_index++);
+    const auto ref = run_cpu(c, in);
+    const std::int64_t n = c.nsamples_in, stride = n + 37;
+    std::vector<float> rows(static_cast<std::size_t>(c.nchans * stride), NAN);
+    const auto* f = reinterpret_cast<const float*>(in.data());
+    for (int ch = 0; ch < c.nchans; ++ch)
+      for (std::int64_t t = 0; t < n; ++t)
+        rows[ch * stride + t] = c.killmask.empty() || c.killmask[ch] ? f[t * c.nchans + ch] : 0.0f;
+    for (const CudaTuning& t : kTunings) {
+      DedispersionConfig cm = c;
+      cm.killmask.clear();
+      cm.channel_major = true;
+      cm.tuning = t;
+      DedispersionPlan gpu(cm, Backend::cuda);
+      EXPECT_EQ(gpu.algorithm(), Algorithm::tiled);
+      DeviceArray<float> d_in(rows.size()),
+          d_out(static_cast<std::size_t>(gpu.ndms() * gpu.nsamples_out()));
+      copy_bytes(d_in.data(), rows.data(), d_in.bytes());
+      device_memset(d_out.data(), 0xFF, d_out.bytes());
+      View<const float, 2> vin(d_in.data(), {c.nchans, n}, Space::device);
+      vin.strides = {stride, 1};
+      Stream stream;
+      gpu.execute_channel_major(
+          vin, View<float, 2>(d_out.data(), {gpu.ndms(), gpu.nsamples_out()}, Space::device),
+          &stream);
+      stream.synchronize();
+      std::vector<float> got(d_out.size());
+      copy_bytes(got.data(), d_out.data(), d_out.bytes());
+      ASSERT_TRUE(series_match(ref, got, gpu.ndms(), gpu.nsamples_out()))
+          << "shape " << s.name << ", tuning " << tuning_name(t) << " (" << gpu.kernel_description()
+          << ")";
+      // The packed-input entry point refuses a channel-major plan, and a bad stride is caught.
+      EXPECT_THROW(gpu.execute(View<const std::uint8_t, 2>(), View<float, 2>()), Error);
+      vin.strides = {n - 1, 1};
+      EXPECT_THROW(
+          gpu.execute_channel_major(
+              vin, View<float, 2>(d_out.data(), {gpu.ndms(), gpu.nsamples_out()}, Space::device)),
+          Error);
+    }
+  }
+}
+
 TEST(DedispGpu, AllChannelsMaskedGivesZeros) {
   WB_REQUIRE_GPU();
   DedispersionConfig c = make_config(shapes()[0], 8, false);
@@ -623,15 +673,64 @@ TEST(DedispAutotune, CacheKeyNamesTheShapeAndPathFollowsXdg) {
     unsetenv("XDG_CACHE_HOME");
 }
 
+TEST(DedispChannelMajor, ConfigIsValidated) {
+  DedispersionConfig c = make_config(shapes()[0], 8, false);
+  c.channel_major = true;
+  EXPECT_THROW(c.validate(), Error);  // 8-bit
+  c.nbits = 32;
+  c.validate();
+  c.killmask.assign(static_cast<std::size_t>(c.nchans), 1);
+  c.validate();  // all ones is no mask
+  c.killmask[3] = 0;
+  EXPECT_THROW(c.validate(), Error);
+  c.killmask.clear();
+  c.algorithm = Algorithm::packed;
+  EXPECT_THROW(c.validate(), Error);
+  c.algorithm = Algorithm::tiled;
+  // The CPU backend has no channel-major path.
+  DedispersionPlan cpu(c, Backend::cpu);
+  std::vector<float> rows(static_cast<std::size_t>(c.nchans * c.nsamples_in));
+  std::vector<float> out(static_cast<std::size_t>(cpu.ndms() * cpu.nsamples_out()));
+  EXPECT_THROW(
+      cpu.execute_channel_major(View<const float, 2>(rows.data(), {c.nchans, c.nsamples_in}),
+                                View<float, 2>(out.data(), {cpu.ndms(), cpu.nsamples_out()})),
+      Error);
+}
+
+TEST(DedispTileGeometry, DefaultsAreTheD1SweepWinners) {
+  using namespace warpbeam::dedisp::detail;
+  // A shape with plenty of DMs and channels: nothing is capped.
+  std::vector<std::int32_t> d;
+  const int ndm = 64, nused = 8;
+  for (int i = 0; i < ndm; ++i)
+    for (int k = 0; k < nused; ++k)
+      d.push_back(i * k / 4);
+  const SmemLimits big;
+  const auto p = plan_tile_geometry(Algorithm::packed, {}, d, ndm, nused, 100000, big);
+  EXPECT_EQ(p.dms_per_block, 32);
+  EXPECT_EQ(p.samples_per_thread, 16);
+  EXPECT_EQ(p.threads, 1024);
+  const auto t = plan_tile_geometry(Algorithm::tiled, {}, d, ndm, nused, 100000, big);
+  EXPECT_EQ(t.dms_per_block, 16);
+  EXPECT_EQ(t.samples_per_thread, 32);
+  EXPECT_EQ(t.threads, 512);
+  // A requested 1024-thread block takes K = 16 by default; a requested K = 32 a 512-thread one.
+  const auto a = plan_tile_geometry(Algorithm::tiled, {32, 0, 1024, 0}, d, ndm, nused, 100000, big);
+  EXPECT_EQ(a.samples_per_thread, 16);
+  const auto b = plan_tile_geometry(Algorithm::packed, {0, 32, 0, 0}, d, ndm, nused, 100000, big);
+  EXPECT_EQ(b.threads, 512);
+}
+
 TEST(DedispAutotune, NeedsADevice) {
   if (cuda_available()) GTEST_SKIP() << "a device is present";
   EXPECT_THROW(autotune(make_config(shapes()[0], 8, false)), Error);
 }
 
 TEST(BenchDedispGpuCli, RejectsBadOptionsAsUsageErrors) {
-  for (const char* args : {"bench dedisp-gpu --config D7", "bench dedisp-gpu --backend cpu",
-                           "bench dedisp-gpu --repeats 0", "bench dedisp-gpu --algorithm fdmt",
-                           "bench dedisp-gpu --nsamples 10"}) {
+  for (const char* args :
+       {"bench dedisp --backend cuda --config D7", "bench dedisp --backend gpu",
+        "bench dedisp --backend cuda --repeats 0", "bench dedisp --backend cuda --algorithm fdmt",
+        "bench dedisp --backend cuda --nsamples 0", "bench dedisp-gpu --config D1"}) {
     const auto r = wbtest::run_cli(args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << args << ": " << r.err;
@@ -641,8 +740,8 @@ TEST(BenchDedispGpuCli, RejectsBadOptionsAsUsageErrors) {
 TEST(BenchDedispGpuCli, FailsCleanlyWithoutADevice) {
   if (cuda_available()) GTEST_SKIP() << "a device is present";
   wbtest::TempDir dir;
-  const auto r =
-      wbtest::run_cli("bench dedisp-gpu --config D1 --json '" + dir.file("b.json") + "'");
+  const auto r = wbtest::run_cli("bench dedisp --config D1 --backend cuda --sweep --json '" +
+                                 dir.file("b.json") + "'");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("CUDA"), std::string::npos) << r.err;
   EXPECT_TRUE(dir.files().empty());

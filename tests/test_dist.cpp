@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "epic_test_util.hpp"
+#include "search/pipeline.hpp"
 #include "test_util.hpp"
 #include "warpbeam/dist/comm.hpp"
 #include "warpbeam/dist/epic.hpp"
@@ -249,30 +250,34 @@ TEST(SearchSlices, SlicesFindExactlyTheWholeListsPeaksAndCandidates) {
   const auto path = wbtest::data_file("filterbank/burst_28.fil");
   auto c = quiet();
   c.snr_min = 5;  // many peaks, so that the comparison means something
-  std::vector<search::Peak> whole_peaks;
-  c.part.on_peaks = [&](const std::vector<search::Peak>& p) {
-    whole_peaks.insert(whole_peaks.end(), p.begin(), p.end());
+  c.threads = 4;  // what the memory bound counts
+  const auto h = io::read_filterbank_header(path);
+  namespace sd = search::detail;
+  auto collect = [](std::vector<search::Peak>& to, std::vector<std::int64_t>& gulps) {
+    return [&to, &gulps](sd::GulpPeaks&& gp) {
+      gulps.push_back(gp.gulp);
+      to.insert(to.end(), gp.peaks.begin(), gp.peaks.end());
+    };
   };
-  const auto whole = search::search_filterbank(path, c, Backend::cpu);
-  EXPECT_TRUE(whole.candidates.empty()) << "a peak sink leaves the clustering to its caller";
-  const auto ndm = static_cast<std::int64_t>(whole.dms.size());
+  const sd::FileSearchLayout whole = sd::plan_file_search(path, h, c, Backend::cpu);
+  std::vector<search::Peak> whole_peaks;
+  std::vector<std::int64_t> whole_gulps;
+  sd::StageTimes times;
+  sd::run_gulps_cpu(whole, 0, whole.ndms(), collect(whole_peaks, whole_gulps), times);
+  const std::int64_t ndm = whole.ndms();
   ASSERT_GT(whole_peaks.size(), 20u);
+  ASSERT_EQ(static_cast<std::int64_t>(whole_gulps.size()), whole.gulps);
 
   // Three uneven slices, each with a thread count of its own (the gulps must not change).
   std::vector<search::Peak> sliced;
   const std::int64_t cuts[] = {0, 7, ndm / 2 + 3, ndm};
   for (int s = 0; s < 3; ++s) {
-    auto cs = c;
-    cs.threads = s + 1;
-    cs.part.memory_threads = 4;
-    cs.part.dm_trial_begin = cuts[s];
-    cs.part.dm_trial_end = cuts[s + 1];
+    auto L = sd::plan_file_search(path, h, c, Backend::cpu);
+    L.threads = L.dedisp.threads = L.search.threads = s + 1;
     std::vector<search::Peak> mine;
-    cs.part.on_peaks = [&](const std::vector<search::Peak>& p) {
-      mine.insert(mine.end(), p.begin(), p.end());
-    };
-    const auto r = search::search_filterbank(path, cs, Backend::cpu);
-    EXPECT_EQ(r.gulp, whole.gulp);
+    std::vector<std::int64_t> gulps;
+    sd::run_gulps_cpu(L, cuts[s], cuts[s + 1], collect(mine, gulps), times);
+    EXPECT_EQ(gulps, whole_gulps);
     for (const auto& p : mine) {
       EXPECT_GE(p.dm_trial, cuts[s]);
       EXPECT_LT(p.dm_trial, cuts[s + 1]);
@@ -287,29 +292,14 @@ TEST(SearchSlices, SlicesFindExactlyTheWholeListsPeaksAndCandidates) {
   EXPECT_EQ(sliced, whole_peaks);
 
   // Clustering all peaks at once gives the streaming clusterer's candidates.
-  auto plain = c;
-  plain.part = {};
-  auto want = search::search_filterbank(path, plain, Backend::cpu).candidates;
+  auto want = search::search_filterbank(path, c, Backend::cpu).candidates;
   std::vector<search::Candidate> got;
   for (const auto& cl : search::cluster_peaks(sliced, c.cluster))
-    got.push_back(search::to_candidate(cl, whole.dms, whole.header.tsamp));
+    got.push_back(search::to_candidate(cl, whole.dms, h.tsamp));
   sort_candidates(want);
   sort_candidates(got);
   EXPECT_EQ(io::format_cand(got), io::format_cand(want));
   EXPECT_FALSE(want.empty());
-}
-
-TEST(SearchSlices, BadSlicesAreUsageErrors) {
-  WB_REQUIRE_DATA("filterbank/burst_28.fil");
-  const auto path = wbtest::data_file("filterbank/burst_28.fil");
-  auto c = quiet();
-  c.part.dm_trial_begin = 5;
-  c.part.dm_trial_end = 5;
-  EXPECT_THROW(search::search_filterbank(path, c, Backend::cpu), Error);
-  c.part.dm_trial_end = 100000;
-  EXPECT_THROW(search::search_filterbank(path, c, Backend::cpu), Error);
-  c.part.dm_trial_begin = -1;
-  EXPECT_THROW(c.validate(), Error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -492,6 +482,7 @@ TEST(DistCli, SeveralFilesAndDeviceOptions) {
            {in + " --json '" + dir.file("x.json") + "'", "--json"},
            {in + " --gpus 0", "--gpus"},
            {in + " --backend cuda --gpus 0,x", "--gpus"},
+           {in + " --backend cuda --device 0 --gpus 0", "--device"},
        }) {
     SCOPED_TRACE(b.args);
     const auto before = dir.files();

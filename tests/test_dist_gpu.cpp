@@ -75,6 +75,22 @@ TEST(DistGpu, WorkersSharingOneGpuFindOneWorkersCandidates) {
   }
   const auto one = run(beams, 800, {0});
   ASSERT_GE(one.candidates.size(), 4u);
+  // One device listed is the plain CUDA file search (search_filterbank), beam by beam.
+  {
+    search::FileSearchConfig c;
+    c.dm_max = 800;
+    c.snr_min = 5;
+    c.progress = false;
+    DistSearchResult plain;
+    for (int b = 0; b < 3; ++b) {
+      c.beam = b;
+      const auto r =
+          search::search_filterbank(beams[static_cast<std::size_t>(b)], c, Backend::cuda);
+      plain.candidates.insert(plain.candidates.end(), r.candidates.begin(), r.candidates.end());
+    }
+    sort_candidates(plain.candidates);
+    expect_same(plain, one, "3 beams, search_filterbank vs --gpus 0");
+  }
   expect_same(one, run(beams, 800, {0, 0}), "3 beams, 2 workers on device 0 (whole files)");
   expect_same(one, run(beams, 800, {0, 0, 0, 0, 0}), "3 beams, 5 workers on device 0 (DM slices)");
   expect_same(run({beams[0]}, 800, {0}), run({beams[0]}, 800, {0, 0, 0}),
@@ -144,17 +160,17 @@ TEST(DistGpu, CliWithGpus00WritesWhatGpus0Writes) {
   WB_REQUIRE_DATA("filterbank/burst_28.fil");
   wbtest::TempDir dir;
   const std::string f = "'" + wbtest::data_file("filterbank/burst_28.fil") + "'";
-  const auto a = wbdist::run("", "search " + f + " --backend cuda --gpus 0 --output '" +
-                                 dir.file("a.cand") + "'");
+  const auto a = wbdist::run(
+      "", "search " + f + " --backend cuda --gpus 0 --output '" + dir.file("a.cand") + "'");
   ASSERT_EQ(a.exit_code, 0) << a.err;
-  const auto b = wbdist::run("", "search " + f + " --backend cuda --gpus 0,0 --output '" +
-                                 dir.file("b.cand") + "'");
+  const auto b = wbdist::run(
+      "", "search " + f + " --backend cuda --gpus 0,0 --output '" + dir.file("b.cand") + "'");
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_EQ(wbtest::slurp(dir.file("b.cand")), wbtest::slurp(dir.file("a.cand")));
   EXPECT_NE(b.out.find("2 worker(s)"), std::string::npos) << b.out;
   // A device that is not there is a usage error.
-  const auto c = wbdist::run("", "search " + f + " --backend cuda --gpus 0,99 --output '" +
-                                 dir.file("c.cand") + "'");
+  const auto c = wbdist::run(
+      "", "search " + f + " --backend cuda --gpus 0,99 --output '" + dir.file("c.cand") + "'");
   EXPECT_EQ(c.exit_code, 2) << c.err;
   EXPECT_NE(c.err.find("--gpus"), std::string::npos) << c.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("c.cand")));

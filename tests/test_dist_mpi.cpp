@@ -54,8 +54,8 @@ std::size_t count(const std::string& s, const std::string& what) {
 // The .cand of one process and of `ranks` ranks must be identical files.
 void expect_same_cand(const wbtest::TempDir& dir, const std::string& inputs,
                       const std::string& options, const std::vector<int>& ranks) {
-  const auto one = wbdist::run("", "search " + inputs + " " + options + " --output '" +
-                                   dir.file("one.cand") + "'");
+  const auto one = wbdist::run(
+      "", "search " + inputs + " " + options + " --output '" + dir.file("one.cand") + "'");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   const std::string want = wbtest::slurp(dir.file("one.cand"));
   ASSERT_FALSE(want.empty());
@@ -146,8 +146,8 @@ TEST(MpiSearch, AFailingRankStopsEveryRankWithOneErrorAndNoOutput) {
       EXPECT_NE(r.err.find(c.word), std::string::npos) << r.err;
       EXPECT_FALSE(std::filesystem::exists(dir.file("out.cand"))) << "a partial product";
       // One process says the same.
-      const auto one = wbdist::run("", "search " + c.inputs + " " + c.options + " --output '" +
-                                       dir.file("out.cand") + "'");
+      const auto one = wbdist::run(
+          "", "search " + c.inputs + " " + c.options + " --output '" + dir.file("out.cand") + "'");
       EXPECT_EQ(one.exit_code, c.code) << one.err;
       EXPECT_NE(one.err.find(c.word), std::string::npos) << one.err;
     }

@@ -151,6 +151,19 @@ TEST(EpicGcf, GridCorrectionIsOneAtTheCentreAndGrowsOutwards) {
   EXPECT_GT(g[(n / 2 + 20) * n + n / 2], 1.0);
   for (float v : g)
     EXPECT_TRUE(v >= 0 && std::isfinite(v));
+  // Below the horizon (l^2 + m^2 > 1) the correction is 0; just inside it, it is not.
+  const ImageGeometry geo = plan.geometry();
+  int below = 0;
+  for (int y = 0; y < n; ++y)
+    for (int x = 0; x < n; ++x) {
+      const double r2 = geo.l(x) * geo.l(x) + geo.m(y) * geo.m(y);
+      if (r2 > 1) {
+        ++below;
+        EXPECT_EQ(g[y * n + x], 0.f) << "pixel (" << x << ", " << y << ") is below the horizon";
+      }
+    }
+  EXPECT_GT(below, n * n / 8);  // the corners of an image that spans l, m in [-1, 1)
+  EXPECT_GT(g[(n / 2) * n + n / 2 + static_cast<int>(0.95 * n / 2)], 1.0f);
 }
 
 TEST(EpicCpu, FxEquivalence) {
@@ -391,4 +404,56 @@ TEST(EpicGcf, GatherTablesReproduceTheScatteredGrid) {
   }
   // A window smaller than the aperture is refused.
   EXPECT_THROW(epic::detail::build_gather_table(t, 8), Error);
+}
+
+TEST(EpicGcf, FusedGatherListsHoldEveryCellOfTheirBlock) {
+  // The fused kernel's per-block lists (block `rank` of a cluster of C: rows rank + C i; thread
+  // q: columns q + Q p) must hold each cell's entries of the plain gather table, once.
+  auto c = small_config(60, 64, 2, 1);
+  c.support = 3;
+  c.validate();
+  const auto t = epic::detail::build_tables(c);
+  const int window = 64;
+  const auto gt = epic::detail::build_gather_table(t, window);
+  struct Shape {
+    int cluster, q, pin;
+  };
+  for (const Shape sh : {Shape{1, 4, 16}, Shape{2, 8, 8}, Shape{8, 16, 4}}) {
+    const auto f = epic::detail::build_fused_gather(t, window, sh.cluster, sh.q, sh.pin);
+    const int rows_per_rank = (window + sh.cluster - 1) / sh.cluster;
+    ASSERT_EQ(f.cells, rows_per_rank * sh.q * sh.pin);
+    const std::size_t stride = static_cast<std::size_t>(std::max(f.max_entries, 1));
+    for (int ch = 0; ch < c.nchan; ++ch) {
+      std::size_t total = 0;
+      int longest = 0;
+      for (int rank = 0; rank < sh.cluster; ++rank) {
+        const std::size_t li = static_cast<std::size_t>(ch) * sh.cluster + rank;
+        const std::uint16_t* off = &f.offsets[li * (f.cells + 1)];
+        const std::uint32_t* ent = &f.entries[li * stride];
+        longest = std::max<int>(longest, off[f.cells]);
+        for (int i = 0; i < rows_per_rank; ++i)
+          for (int q = 0; q < sh.q; ++q)
+            for (int p = 0; p < sh.pin; ++p) {
+              const int cell = (i * sh.q + q) * sh.pin + p;
+              ASSERT_LE(off[cell], off[cell + 1]);
+              const int row = rank + sh.cluster * i, col = q + sh.q * p;
+              const std::uint32_t* go =
+                  &gt.offsets[static_cast<std::size_t>(ch) * (window * window + 1)];
+              const std::uint32_t e0 = gt.base[ch] + go[row * window + col];
+              const std::uint32_t e1 = gt.base[ch] + go[row * window + col + 1];
+              ASSERT_EQ(off[cell + 1] - off[cell], e1 - e0)
+                  << "C " << sh.cluster << " channel " << ch << " cell (" << row << ", " << col
+                  << ")";
+              for (std::uint32_t k = 0; k < e1 - e0; ++k) {
+                const std::uint32_t en = ent[off[cell] + k];
+                EXPECT_EQ(en >> 16, gt.stand[e0 + k]);
+                EXPECT_EQ(en & 0xFFFFu, epic::fft::half_bits(gt.weight[e0 + k]));
+              }
+              total += e1 - e0;
+            }
+      }
+      EXPECT_EQ(total, gt.base[ch + 1] - gt.base[ch]) << "every entry in exactly one block";
+      EXPECT_LE(longest, f.max_entries);
+    }
+  }
 }

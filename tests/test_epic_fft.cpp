@@ -9,6 +9,7 @@
 #include "epic/block_fft.hpp"
 #include "epic/fused_layout.hpp"
 #include "test_util.hpp"
+#include "warpbeam/epic.hpp"
 
 namespace fftest {
 
@@ -128,6 +129,33 @@ void check_block_fft() {
   EXPECT_EQ(static_cast<int>(seen.size()), N);
 }
 
+// One transform as the fused kernel does it: pass 1 in every thread's registers, then the
+// exchange in the layout's kH phases through an area of kScratchPerFft values (poisoned with NaN
+// first, bounds-checked): all threads store phase h, then all load it ("__syncwarp").
+template <class L>
+void transform(std::vector<std::array<Cx, 16>>& regs) {
+  constexpr int N = L::kN, Q = L::kQ, H = L::kH;
+  std::vector<Cx> scratch(L::kScratchPerFft, Cx{{NAN, NAN}});
+  for (int q = 0; q < Q; ++q) {
+    Cx(&r)[16] = *reinterpret_cast<Cx(*)[16]>(regs[q].data());
+    warpbeam::epic::fft::block_fft_pass1_regs<N, L::kPin>(
+        r, q, [](Cx v, int e) { return Cx{v.v * std::polar(1.0, -2 * kPi * e / N)}; });
+  }
+  for (int h = 0; h < H; ++h) {
+    std::fill(scratch.begin(), scratch.end(), Cx{{NAN, NAN}});
+    for (int q = 0; q < Q; ++q) {
+      Cx(&r)[16] = *reinterpret_cast<Cx(*)[16]>(regs[q].data());
+      warpbeam::epic::fft::block_fft_exchange_store<N, H>(
+          r, q, h, [&](int i, Cx v) { scratch.at(static_cast<std::size_t>(i)) = v; });
+    }
+    for (int q = 0; q < Q; ++q) {
+      Cx(&r)[16] = *reinterpret_cast<Cx(*)[16]>(regs[q].data());
+      warpbeam::epic::fft::block_fft_exchange_load<N, H>(
+          r, q, h, [&](int i) { return scratch.at(static_cast<std::size_t>(i)); });
+    }
+  }
+}
+
 // Replays the whole fused kernel's data flow for one spectrum of one channel: the cluster's
 // blocks, the row stage's task assignment, the 1/N hand-over into the owners' column buffers,
 // the column stage and the accumulator -> pixel map; compares |F|^2 with a naive 2-D DFT.
@@ -158,19 +186,14 @@ void check_fused_flow(int rows) {
         if (task >= ntasks) continue;
         const int s = task / nrows, row = L::row_of_task(rank, task % nrows);
         ASSERT_LT(row, rows);
-        std::vector<Cx> scratch(L::kScratchPerFft, Cx{{NAN, NAN}});
         std::vector<std::array<Cx, 16>> regs(Q);
-        for (int q = 0; q < Q; ++q) {
-          for (int p = 0; p < L::kPin; ++p)
-            regs[q][p] = {grid[s][row * N + F::input_index(q, p)]};
-          Cx(&r)[16] = *reinterpret_cast<Cx(*)[16]>(regs[q].data());
-          warpbeam::epic::fft::block_fft_pass1<N, L::kPin>(
-              r, q, [](Cx v, int e) { return Cx{v.v * std::polar(1.0, -2 * kPi * e / N)}; },
-              [&](int i, Cx v) { scratch.at(i) = v; });
-        }
+        for (int q = 0; q < Q; ++q)
+          for (int p = 0; p < 16; ++p)
+            regs[q][p] = {p < L::kPin ? grid[s][row * N + F::input_index(q, p)]
+                                      : std::complex<double>(NAN, NAN)};
+        transform<L>(regs);
         for (int q = 0; q < Q; ++q) {
           Cx(&r)[16] = *reinterpret_cast<Cx(*)[16]>(regs[q].data());
-          warpbeam::epic::fft::block_fft_pass2<N>(r, q, [&](int i) { return scratch.at(i); });
           for (int k = 0; k < 16; ++k) {
             const int col = F::output_index(q, k);
             const int owner = col / NC;
@@ -193,19 +216,15 @@ void check_fused_flow(int rows) {
       const int col = L::column_of(tid0);
       std::vector<double> acc(Q * 16, 0);
       for (int s = 0; s < SPB; ++s) {
-        std::vector<Cx> scratch(L::kScratchPerFft, Cx{{NAN, NAN}});
         std::vector<std::array<Cx, 16>> regs(Q);
-        for (int q = 0; q < Q; ++q) {
-          for (int p = 0; p < L::kPin; ++p)
-            regs[q][p] = colbuf[rank][L::colbuf_index(0, s, F::input_index(q, p), col)];
-          Cx(&r)[16] = *reinterpret_cast<Cx(*)[16]>(regs[q].data());
-          warpbeam::epic::fft::block_fft_pass1<N, L::kPin>(
-              r, q, [](Cx v, int e) { return Cx{v.v * std::polar(1.0, -2 * kPi * e / N)}; },
-              [&](int i, Cx v) { scratch.at(i) = v; });
-        }
+        for (int q = 0; q < Q; ++q)
+          for (int p = 0; p < 16; ++p)
+            regs[q][p] = p < L::kPin
+                             ? colbuf[rank][L::colbuf_index(0, s, F::input_index(q, p), col)]
+                             : Cx{{NAN, NAN}};
+        transform<L>(regs);
         for (int q = 0; q < Q; ++q) {
           Cx(&r)[16] = *reinterpret_cast<Cx(*)[16]>(regs[q].data());
-          warpbeam::epic::fft::block_fft_pass2<N>(r, q, [&](int i) { return scratch.at(i); });
           for (int k = 0; k < 16; ++k)
             acc[q * 16 + k] += std::norm(r[k].v) * N * N;
         }
@@ -300,20 +319,74 @@ TEST(EpicBlockFft, FusedDataFlowReproducesTheTwoDimensionalDft) {
   check_fused_flow<64, 2>(64);
   check_fused_flow<128, 1>(47);
   check_fused_flow<128, 2>(64);
+  check_fused_flow<128, 3>(30);  // two exchange phases (kH = 2) on the CPU
   check_fused_flow<256, 1>(49);
   check_fused_flow<256, 2>(3);
+  check_fused_flow<256, 3>(64);
 }
 
 TEST(EpicBlockFft, FusedLayoutFitsTheH200SharedMemory) {
   using namespace warpbeam::epic::detail;
-  constexpr std::size_t kOptin = 232448;  // 227 KiB: sm_90's per-block opt-in limit
-  EXPECT_LE((FusedLayout<64, 1, false>::smem(256).total), kOptin);
-  EXPECT_LE((FusedLayout<64, 2, true>::smem(256).total), kOptin);
-  EXPECT_LE((FusedLayout<128, 1, true>::smem(256).total), kOptin);
-  EXPECT_LE((FusedLayout<128, 2, false>::smem(256).total), kOptin);
-  EXPECT_GT((FusedLayout<128, 2, true>::smem(256).total), kOptin);  // rejected at plan time
-  EXPECT_LE((FusedLayout<256, 2, true>::smem(256).total), kOptin);
+  constexpr std::size_t kOptin = 232448 - 512;  // 227 KiB (sm_90 opt-in) less static counters
+  // A block's gather list holds at most nstand * taps * ceil(taps / C) entries (support 2).
+  constexpr int kE64 = 256 * 9, kE128 = 256 * 3 * 2, kE256 = 256 * 3;
+  EXPECT_LE((FusedLayout<64, 1, false>::smem(256, kE64).total), kOptin);
+  EXPECT_LE((FusedLayout<64, 1, true>::smem(256, kE64).total), kOptin);
+  EXPECT_LE((FusedLayout<64, 2, false>::smem(256, kE64).total), kOptin);
+  EXPECT_GT((FusedLayout<64, 2, true>::smem(256, kE64).total), kOptin);  // not built
+  EXPECT_LE((FusedLayout<128, 1, true>::smem(256, kE128).total), kOptin);
+  EXPECT_LE((FusedLayout<128, 2, false>::smem(256, kE128).total), kOptin);
+  EXPECT_GT((FusedLayout<128, 2, true>::smem(256, kE128).total), kOptin);  // not built
+  EXPECT_LE((FusedLayout<256, 2, true>::smem(256, kE256).total), kOptin);
+  EXPECT_LE((FusedLayout<256, 3, false>::smem(256, kE256).total), kOptin);
+  EXPECT_GT((FusedLayout<256, 3, true>::smem(256, kE256).total), kOptin);  // not built
   EXPECT_EQ((FusedLayout<128, 1, false>::kThreads), 512);
   EXPECT_EQ((FusedLayout<256, 1, false>::kThreads), 512);
   EXPECT_EQ((FusedLayout<64, 1, false>::kThreads), 256);
+  // Two exchange phases (half the exchange area) only where N = 128 needs the room.
+  EXPECT_EQ((FusedLayout<64, 2, false>::kH), 1);
+  EXPECT_EQ((FusedLayout<128, 1, false>::kH), 1);
+  EXPECT_EQ((FusedLayout<128, 1, true>::kH), 2);
+  EXPECT_EQ((FusedLayout<128, 2, false>::kH), 2);
+  EXPECT_EQ((FusedLayout<256, 2, true>::kH), 1);
+  // fused_variants() lists exactly the (N, XY* place, spectra per pass) that are built.
+  for (int n : {64, 128, 256}) {
+    const auto v = warpbeam::epic::fused_variants(n);
+    EXPECT_EQ(v.size(), n == 256 ? 5u : 3u) << n;
+    for (const auto& t : v)
+      EXPECT_TRUE(t.spectra_per_pass >= 1 && t.spectra_per_pass <= 3 && t.time_split == 0);
+  }
+}
+
+// Exchange-area bank pattern: within a half-warp (16 lanes, 8-byte accesses, 16 bank pairs),
+// the slots a phase's stores and loads touch are pairwise different modulo 16.
+template <class L>
+void check_exchange_banks() {
+  constexpr int Q = L::kQ, T = 16 / Q;  // transforms per half-warp
+  using F = typename L::Fft;
+  for (int k = 0; k < L::Exchange::kRows; ++k) {
+    std::set<int> banks;
+    for (int t = 0; t < T; ++t)
+      for (int q = 0; q < Q; ++q)
+        banks.insert((t * L::kScratchPerFft + F::exchange_index(q, k)) % 16);
+    EXPECT_EQ(static_cast<int>(banks.size()), 16) << "N " << L::kN << " store row " << k;
+  }
+  for (int jj = 0; jj < L::Exchange::kJ; ++jj)
+    for (int qq = 0; qq < Q; ++qq) {
+      std::set<int> banks;
+      for (int t = 0; t < T; ++t)
+        for (int q = 0; q < Q; ++q)
+          banks.insert((t * L::kScratchPerFft +
+                        F::exchange_index(qq, F::second_pass_row(q, jj) % L::Exchange::kRows)) %
+                       16);
+      EXPECT_EQ(static_cast<int>(banks.size()), 16) << "N " << L::kN << " load " << qq;
+    }
+}
+
+TEST(EpicBlockFft, ExchangeAreaHasNoBankConflicts) {
+  using namespace warpbeam::epic::detail;
+  check_exchange_banks<FusedLayout<64, 1, false>>();
+  check_exchange_banks<FusedLayout<128, 1, false>>();
+  check_exchange_banks<FusedLayout<128, 2, false>>();
+  check_exchange_banks<FusedLayout<256, 1, false>>();
 }

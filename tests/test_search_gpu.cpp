@@ -1,5 +1,6 @@
-// The file search with the dedispersion on the GPU (--backend cuda) against the CPU path: the
-// same candidates (dm_trial, sample, filter, members) with S/N within 1e-3 relative.
+// The file search on the GPU (--backend cuda: RFI cleaning, dedispersion and the search stages
+// on the device) against the CPU path: the same candidates (dm_trial, sample, filter, members)
+// with S/N within 1e-3 relative. More GPU tests of the search: test_search_cuda.cpp.
 #include <cmath>
 
 #include "test_util.hpp"

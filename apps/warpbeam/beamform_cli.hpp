@@ -2,6 +2,13 @@
 // Helpers shared by the beamformer's subcommands (simulate voltages, beamform, beam-pattern,
 // bench beamform): the array geometry from an option, angle formatting.
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
 #include <fstream>
 #include <numbers>
 #include <sstream>
@@ -44,6 +51,60 @@ inline beamform::ArrayGeometry load_array(const std::string& spec, const std::st
   }
   return g;
 }
+
+/// The LWA station file: `given`, else $WARPBEAM_DATA/lwa/lwasv-ssmif.txt when it exists.
+/// Throws invalid_argument when there is neither.
+inline std::string find_ssmif(const std::string& given) {
+  if (!given.empty()) return given;
+  if (const char* d = std::getenv("WARPBEAM_DATA"); d && *d) {
+    const std::string p = std::string(d) + "/lwa/lwasv-ssmif.txt";
+    if (std::ifstream(p)) return p;
+  }
+  fail(ErrorCategory::invalid_argument,
+       "no station file: give --ssmif PATH (or set WARPBEAM_DATA to the shared data folder)");
+}
+
+/// Products that must appear together or not at all (beam-pattern's PNG, FITS and JSON): each is
+/// written to a temporary name next to its final path (temp(final)), and commit() renames them
+/// all; if a rename fails the ones already renamed are removed again. Whatever was not committed
+/// is removed by the destructor, so a failure anywhere leaves none of the products.
+class StagedOutputs {
+ public:
+  StagedOutputs() = default;
+  StagedOutputs(const StagedOutputs&) = delete;
+  StagedOutputs& operator=(const StagedOutputs&) = delete;
+  ~StagedOutputs() {
+    std::error_code ec;
+    for (const auto& [tmp, dst] : files_)
+      std::filesystem::remove(tmp, ec);
+  }
+  /// The temporary path to write `final_path` to.
+  std::string temp(const std::string& final_path) {
+    const std::string tmp = final_path + ".part." + std::to_string(::getpid());
+    files_.emplace_back(tmp, final_path);
+    return tmp;
+  }
+  /// Renames every temporary file to its final path; throws Error(io) (and removes the renamed
+  /// ones) when one cannot be renamed.
+  void commit() {
+    std::vector<std::string> done;
+    for (const auto& [tmp, dst] : files_) {
+      std::error_code ec;
+      std::filesystem::rename(tmp, dst, ec);
+      if (ec) {
+        std::error_code ignore;
+        for (const auto& d : done)
+          std::filesystem::remove(d, ignore);
+        fail(ErrorCategory::io, "cannot write '{}': {}", dst, ec.message());
+      }
+      done.push_back(dst);
+    }
+    files_.clear();
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> files_;
+};
 
 /// SIGPROC's packed sexagesimal angle: hhmmss.s (hours) or ddmmss.s (degrees).
 inline double sigproc_angle(double value, bool hours) {

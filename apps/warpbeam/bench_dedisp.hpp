@@ -2,8 +2,8 @@
 // `warpbeam bench dedisp --config D1 --backend cpu|cuda`: shared pieces of the dedispersion
 // benchmark, so that each backend's runner lives in its own file:
 //   cmd_bench_dedisp.cpp       the subcommand, the D1 set-up, the record, the CPU runner
-//   cmd_bench_dedisp_cuda.cpp  (issue 3) defines bench_dedisp_cuda(); until then the weak
-//                              definition in cmd_bench_dedisp.cpp reports that it is missing.
+//   cmd_bench_dedisp_cuda.cpp  the CUDA runner, bench_dedisp_cuda() (in every build: without
+//                              CUDA it throws unsupported)
 #include <cstdint>
 #include <string>
 
@@ -22,7 +22,12 @@ struct DedispBenchRequest {
   std::int64_t gulp = 0;      ///< output samples per execute(); 0: the backend's default
   int repeats = 3;            ///< timed repeats (of the whole run, or per gulp on the CPU)
   int threads = 0;            ///< CPU threads (0: OpenMP's default)
-  bool sweep = true;          ///< also try a few tile sizes and report the best
+  bool sweep = true;          ///< also try a few tile sizes and report the best (CPU)
+  // CUDA runner:
+  bool cuda_sweep = false;        ///< --sweep: time 10 tile sizes of each tiled kernel
+  bool autotune = false;          ///< --autotune: run dedisp::autotune() and time its pick
+  std::string algorithm = "all";  ///< kernels besides the direct baseline: all, tiled, packed
+  bool end_to_end = true;         ///< also stream a D1 file through the GPU (--no-file: skip)
 };
 
 /// A reference configuration as a dedispersion problem.
@@ -55,8 +60,11 @@ std::vector<std::uint8_t> dedisp_bench_input(const DedispBenchSetup& setup,
 /// variant, a small sweep of tile sizes. Returns the record (without provenance).
 nlohmann::json bench_dedisp_cpu(const DedispBenchRequest& request);
 
-/// CUDA runner. cmd_bench_dedisp.cpp holds a weak definition that throws unsupported; the CUDA
-/// benchmark (issue 3) defines the real one in its own file, which replaces it at link time.
+/// CUDA runner (cmd_bench_dedisp_cuda.cpp): the direct kernel (dedisp's scheme, the baseline),
+/// the tiled and packed kernels at their defaults (or a sweep), optionally autotune()'s pick,
+/// each checked against the direct kernel, and the end-to-end time from a D1 file. Prints its
+/// table on stdout and returns the record (without provenance). Throws unsupported in a build
+/// without CUDA, cuda when no device is visible.
 nlohmann::json bench_dedisp_cuda(const DedispBenchRequest& request);
 
 }  // namespace warpbeam::cli

@@ -109,11 +109,14 @@ void run(const PatternOptions& o) {
       {"NANTS", static_cast<std::int64_t>(na), ""},
       {"WBVERS", std::string(version()), "warpbeam version"},
       {"WBCOMMIT", std::string(git_commit()), "warpbeam commit"}};
+  // PNG, FITS and JSON appear together or not at all: each is written under a temporary name
+  // and renamed only when all three are written (StagedOutputs).
   const std::string fits = o.out + ".fits", png = o.out + ".png";
-  if (io::fits_supported()) io::write_fits_image(fits, img.data(), {n, n}, cards);
+  StagedOutputs staged;
   if (io::png_supported())
-    io::write_png(png, img.data(), n, n, static_cast<float>(o.floor_db), 0.f,
+    io::write_png(staged.temp(png), img.data(), n, n, static_cast<float>(o.floor_db), 0.f,
                   io::Colormap::inferno);
+  if (io::fits_supported()) io::write_fits_image(staged.temp(fits), img.data(), {n, n}, cards);
   nlohmann::json j = {{"provenance", provenance()},
                       {"pointing", o.pointing},
                       {"frame", o.frame},
@@ -122,7 +125,8 @@ void run(const PatternOptions& o) {
                       {"channels_hz", freqs},
                       {"mjd", o.mjd},
                       {"floor_db", o.floor_db}};
-  io::write_text_file(o.out + ".json", j.dump(2) + "\n");
+  io::write_text_file(staged.temp(o.out + ".json"), j.dump(2) + "\n");
+  staged.commit();
   fmt::print("beam pattern of {} antennas at '{}' over {:.1f} deg ({} frame): {}{}{}\n", na,
              o.pointing, o.extent_deg, o.frame, io::fits_supported() ? fits + " " : "",
              io::png_supported() ? png + " " : "", o.out + ".json");

@@ -1,11 +1,14 @@
 // `warpbeam beamform IN --beams FILE|--grid SPEC --out DIR`: forms beams from a voltage file
-// (GUPPI raw) and writes one SIGPROC filterbank per beam (and pol unless summed), plus
-// DIR/beamform.json (provenance, parameters, beams).
+// (GUPPI raw or LWA TBF) and writes one SIGPROC filterbank per beam (and pol unless summed), plus
+// DIR/beamform.json (provenance, parameters, beams). For TBF the array comes from the station's
+// SSMIF (stand positions, bad stands masked, cable delays removed).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <numbers>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +17,7 @@
 #include "warpbeam/beamform.hpp"
 #include "warpbeam/device.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/io/lwa.hpp"
 #include "warpbeam/io/output_file.hpp"
 #include "warpbeam/io/sigproc.hpp"
 #include "warpbeam/io/voltages.hpp"
@@ -26,10 +30,11 @@ namespace {
 struct BeamformOptions {
   std::string in, beams_file, grid, out;
   std::string backend = "auto", algorithm = "auto";
-  std::string array = "best2", site;
+  std::string array = "auto", site, ssmif;
   std::vector<int> mask;
   int integrate = 1;
-  bool sum_pols = false;
+  std::int64_t block = 0;
+  bool sum_pols = false, no_cables = false;
 };
 
 std::vector<beamform::Pointing> load_pointings(const BeamformOptions& o) {
@@ -49,14 +54,37 @@ std::vector<beamform::Pointing> load_pointings(const BeamformOptions& o) {
 void run(const BeamformOptions& o) {
   const auto pointings = load_pointings(o);
   auto reader = io::open_voltage_file(o.in);
+  const bool tbf = reader->info().format == "lwa-tbf";
+  if (o.block > 0) {
+    if (!tbf)
+      fail(ErrorCategory::invalid_argument,
+           "--block is for formats without blocks (LWA TBF); {} has its own", o.in);
+    reader = io::open_tbf_voltages(o.in, o.block);
+  }
   const io::VoltageStreamInfo info = reader->info();
-  beamform::ArrayGeometry array = load_array(o.array, o.site);
+  // The array: "auto" is the station's SSMIF for TBF, BEST-2 otherwise.
+  const std::string array_spec = o.array == "auto" ? (tbf ? "ssmif" : "best2") : o.array;
+  beamform::ArrayGeometry array;
+  std::optional<io::TbfStationModel> station;
+  std::string ssmif_path;
+  if (array_spec == "ssmif") {
+    ssmif_path = find_ssmif(o.ssmif);
+    const io::Ssmif ssmif = io::read_ssmif(ssmif_path);
+    station = io::tbf_station_model(ssmif, info.nantennas);
+    constexpr double rad = std::numbers::pi / 180;
+    array.site = {ssmif.lon_deg * rad, ssmif.lat_deg * rad, ssmif.elevation_m};
+    array.enu_m = station->xyz_m;
+    array.mask = station->ok;  // stands with a bad antenna are left out
+    if (!o.site.empty()) array.site = load_array("best2", o.site).site;
+  } else {
+    array = load_array(array_spec, o.site);
+  }
   if (array.nantennas() != info.nantennas)
     fail(ErrorCategory::invalid_argument,
-         "{} has {} antennas (NANTS) but the array '{}' has {}: give the matching --array", o.in,
-         info.nantennas, o.array, array.nantennas());
+         "{} has {} antennas but the array '{}' has {}: give the matching --array", o.in,
+         info.nantennas, array_spec, array.nantennas());
   if (!o.mask.empty()) {
-    array.mask.assign(static_cast<std::size_t>(array.nantennas()), 1);
+    if (array.mask.empty()) array.mask.assign(static_cast<std::size_t>(array.nantennas()), 1);
     for (int a : o.mask) {
       require_range("--mask antenna", a, 0, array.nantennas() - 1);
       array.mask[static_cast<std::size_t>(a)] = 0;
@@ -65,6 +93,7 @@ void run(const BeamformOptions& o) {
   std::vector<double> freqs(static_cast<std::size_t>(info.nchans));
   for (int c = 0; c < info.nchans; ++c)
     freqs[static_cast<std::size_t>(c)] = info.fch1_hz + c * info.foff_hz;
+  const bool cables = station.has_value() && !o.no_cables;
 
   beamform::BeamformConfig c;
   c.nchans = info.nchans;
@@ -79,8 +108,26 @@ void run(const BeamformOptions& o) {
   if (c.nsamples % c.integration != 0)
     fail(ErrorCategory::invalid_argument, "--integrate {} must divide the {} samples of a block",
          c.integration, c.nsamples);
+  // Weights at `mjd`; with an SSMIF, each cable's delay tau is undone: a cable delays the signal
+  // by tau (x e^{-2 pi i f tau}), so the weight of (stand, pol) is multiplied by e^{+2 pi i f tau}.
+  auto make_weights = [&](double mjd) {
+    auto w = beamform::compute_weights(array, pointings, freqs, c.npol, mjd);
+    if (cables)
+      for (int ch = 0; ch < c.nchans; ++ch)
+        for (int p = 0; p < c.npol; ++p)
+          for (int a = 0; a < c.nantennas; ++a) {
+            const double f = freqs[static_cast<std::size_t>(ch)];
+            const double phase = std::fmod(
+                2 * std::numbers::pi * f * station->cable_delay_s(a, p, f), 2 * std::numbers::pi);
+            const std::complex<float> g = std::polar(1.0f, static_cast<float>(phase));
+            for (int b = 0; b < c.nbeams; ++b)
+              w[((static_cast<std::size_t>(ch) * c.npol + p) * c.nbeams + b) * c.nantennas + a] *=
+                  g;
+          }
+    return w;
+  };
   // Weights at the start (also checks every beam is above the horizon before any output).
-  auto weights = beamform::compute_weights(array, pointings, freqs, c.npol, info.mjd_start);
+  auto weights = make_weights(info.mjd_start);
   const bool tracking = beamform::is_tracking(pointings);
 
   beamform::BeamformPlan plan(c, parse_backend(o.backend));
@@ -140,7 +187,7 @@ void run(const BeamformOptions& o) {
   double mjd = info.mjd_start;
   while (reader->read_block(block, &mjd)) {
     if (tracking && blocks > 0) {
-      weights = beamform::compute_weights(array, pointings, freqs, c.npol, mjd);
+      weights = make_weights(mjd);
       plan.set_weights(wview());
     }
     if (gpu) {
@@ -173,6 +220,9 @@ void run(const BeamformOptions& o) {
                       {"npol", c.npol},
                       {"tracking", tracking},
                       {"masked_antennas", o.mask},
+                      {"array", array_spec},
+                      {"ssmif", ssmif_path},
+                      {"cable_delays_removed", cables},
                       {"files", names}};
   for (const auto& p : pointings)
     j["beams"].push_back(
@@ -189,9 +239,9 @@ void run(const BeamformOptions& o) {
 
 void add_beamform_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "beamform", "Form beams from a voltage file (GUPPI raw); one filterbank per beam");
+      "beamform", "Form beams from a voltage file (GUPPI raw or LWA TBF); one filterbank per beam");
   auto o = std::make_shared<BeamformOptions>();
-  cmd->add_option("IN", o->in, "Voltage file (GUPPI raw with NANTS)")->required();
+  cmd->add_option("IN", o->in, "Voltage file (GUPPI raw with NANTS, or LWA TBF)")->required();
   cmd->add_option("--beams", o->beams_file,
                   "Beam list: 'azel AZ EL [NAME]', 'radec RA DEC [NAME]' or 'lm L M [NAME]' "
                   "per line (degrees; RA/Dec beams track)");
@@ -199,11 +249,21 @@ void add_beamform_command(CLI::App& app) {
                   "Beam grid FRAME:A0:A1:NA:B0:B1:NB, e.g. azel:170:190:5:60:70:3");
   cmd->add_option("--out", o->out, "Output folder (one filterbank per beam)")->required();
   add_backend_option(*cmd, o->backend);
-  cmd->add_option("--algorithm", o->algorithm, "auto, register-tiled or tensor-core")
-      ->check(CLI::IsMember({"auto", "register-tiled", "tensor-core"}))
+  cmd->add_option("--algorithm", o->algorithm,
+                  "auto, register-tiled, register-stream, tensor-core or cublas-fp16")
+      ->check(CLI::IsMember(
+          {"auto", "register-tiled", "register-stream", "tensor-core", "cublas-fp16"}))
       ->capture_default_str();
-  cmd->add_option("--array", o->array, "best2, or a file of antenna positions 'E N U' (m)")
+  cmd->add_option("--array", o->array,
+                  "auto (ssmif for LWA TBF, else best2), best2, ssmif, or a file of antenna "
+                  "positions 'E N U' (m)")
       ->capture_default_str();
+  cmd->add_option("--ssmif", o->ssmif,
+                  "LWA station file for --array ssmif (default: "
+                  "$WARPBEAM_DATA/lwa/lwasv-ssmif.txt)");
+  cmd->add_flag("--no-cable-delays", o->no_cables, "With an SSMIF: keep the cable delays");
+  cmd->add_option("--block", o->block, "LWA TBF: spectra per block (default min(all, 1024))")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   cmd->add_option("--site", o->site, "Observatory 'LON_DEG,LAT_DEG,HEIGHT_M' (default Medicina)");
   cmd->add_option("--mask", o->mask, "Antenna indices to leave out (sub-arraying)")->delimiter(',');
   cmd->add_option("--integrate", o->integrate, "Samples summed into one output sample")

@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <complex>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <numbers>
@@ -177,6 +180,184 @@ nlohmann::json timing_json(const Measured& m, double flops) {
           {"tflops", flops / (m.median_ms * 1e-3) / 1e12}};
 }
 
+// A GPU variant the benchmark measures.
+struct Variant {
+  std::string label;
+  beamform::Algorithm algorithm;
+  beamform::CudaTuning tuning;
+  int repeats = 0;  // 0: the run's default
+};
+
+std::string tuning_label(beamform::Algorithm a, const beamform::CudaTuning& t) {
+  using beamform::Algorithm;
+  if (a == Algorithm::register_tiled)
+    return fmt::format("register-tiled {}x{}/{}", t.beams_per_thread, t.samples_per_thread,
+                       t.threads_per_block);
+  if (a == Algorithm::register_stream)
+    return fmt::format("register-stream {}x{}", t.beams_per_thread, t.samples_per_thread);
+  if (a == Algorithm::cublas_fp16) return fmt::format("cublas-fp16 C'{}", t.gemm_output_bits);
+  return std::string(beamform::to_string(a));
+}
+
+// The first entry is the round-1 baseline of the configuration (register-tiled 16x2/256 for B1,
+// the hand-written tensor-core kernel for B2); then the candidates. --algorithm restricts the
+// candidates to one algorithm; --sweep adds every tuning.
+std::vector<Variant> gpu_variants(const BenchOptions& o, const BeamformConfig& c) {
+  using beamform::Algorithm;
+  using beamform::CudaTuning;
+  const Algorithm only = beamform::parse_algorithm(o.algorithm);
+  std::vector<Variant> v;
+  auto add = [&](Algorithm a, CudaTuning t, int repeats = 0) {
+    v.push_back({tuning_label(a, t), a, t, repeats});
+  };
+  const bool b2 = o.config == "B2";
+  if (b2)
+    add(Algorithm::tensor_core, {}, 3);
+  else
+    add(Algorithm::register_tiled, {16, 2, 256, 0});
+  auto want = [&](Algorithm a) { return only == Algorithm::automatic || only == a; };
+  if (!b2) {
+    if (want(Algorithm::register_tiled) && o.sweep) {
+      add(Algorithm::register_tiled, {32, 2, 256, 0});  // round 1's second and third best
+      add(Algorithm::register_tiled, {16, 2, 128, 0});
+    }
+    if (want(Algorithm::register_stream)) {
+      add(Algorithm::register_stream, {32, 1, 0, 0});
+      if (o.sweep) {
+        add(Algorithm::register_stream, {16, 1, 0, 0});
+        add(Algorithm::register_stream, {16, 2, 0, 0});
+      }
+    }
+    if (only == Algorithm::cublas_fp16 || only == Algorithm::tensor_core) add(only, {});
+  } else {
+    if (want(Algorithm::cublas_fp16)) {
+      add(Algorithm::cublas_fp16, {0, 0, 0, 16});
+      add(Algorithm::cublas_fp16, {0, 0, 0, 32});
+    }
+    if (o.sweep && want(Algorithm::register_stream)) add(Algorithm::register_stream, {32, 1}, 2);
+    if (only == Algorithm::register_tiled) add(only, {}, 2);
+  }
+  return v;
+}
+
+struct Check {
+  bool ok = false;
+  double rel = 0;  // max |gpu - ref| / max |ref| over the checked values
+  std::int64_t values = 0;
+  std::string first;  // the first mismatch: index, got, expected
+};
+
+// Recomputes ~2000 output rows (all channels of one beam, pol and output sample each, spread
+// over the whole output) on the host in double precision from the input bytes, the conversion
+// table and the plan's effective weights, and compares them with the device output. Fails on
+// any non-finite value or an error above tol * max|ref|.
+Check verify_sampled(const BeamformPlan& plan, const std::vector<std::uint8_t>& in,
+                     const float* d_out, double tol) {
+  const BeamformConfig& c = plan.config();
+  const auto& w = plan.effective_weights();
+  std::vector<float> table;
+  if (c.sample_type == SampleType::ci4 || c.sample_type == SampleType::ci8)
+    table = conversion_table(c.sample_type, c.encoding, c.levels);
+  const int nop = c.nout_pols();
+  const bool voltage = c.output == beamform::OutputKind::voltage;
+  const std::int64_t ntout = c.nsamples_out(), rowf = c.out_row_floats();
+  const std::int64_t nrows = static_cast<std::int64_t>(c.nbeams) * nop * ntout;
+  const std::int64_t want = std::min<std::int64_t>(nrows, 2000);
+  const std::int64_t stride = nrows / want;
+  const int bpc = bytes_per_complex(c.sample_type);
+  const std::int64_t row_bytes = c.row_bytes();
+  auto sample = [&](int ch, std::int64_t t, int a, int p) {
+    const std::uint8_t* s = in.data() +
+                            (static_cast<std::int64_t>(ch) * c.nsamples + t) * row_bytes +
+                            (static_cast<std::int64_t>(a) * c.npol + p) * bpc;
+    switch (c.sample_type) {
+      case SampleType::ci4:
+        return std::complex<double>(table[2 * s[0]], table[2 * s[0] + 1]);
+      case SampleType::ci8:
+        return std::complex<double>(table[2 * s[0]], table[2 * s[1]]);
+      case SampleType::cf16: {
+        std::uint16_t h[2];
+        std::memcpy(h, s, 4);
+        return std::complex<double>(half_to_float(h[0]), half_to_float(h[1]));
+      }
+      case SampleType::cf32: {
+        float f[2];
+        std::memcpy(f, s, 8);
+        return std::complex<double>(f[0], f[1]);
+      }
+    }
+    return std::complex<double>();
+  };
+  std::vector<std::int64_t> rows;
+  for (std::int64_t k = 0; k < want; ++k)
+    rows.push_back(k * stride + (k * 7919) % std::max<std::int64_t>(stride, 1));
+  std::vector<float> got(static_cast<std::size_t>(want * rowf)), ref(got.size());
+  const bool device = plan.backend() == Backend::cuda;
+  for (std::int64_t k = 0; k < want; ++k) {
+    const float* src = d_out + rows[static_cast<std::size_t>(k)] * rowf;
+    const std::size_t bytes = static_cast<std::size_t>(rowf) * sizeof(float);
+    if (device)
+      copy_bytes(got.data() + k * rowf, src, bytes);
+    else
+      std::memcpy(got.data() + k * rowf, src, bytes);
+  }
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t k = 0; k < want; ++k) {
+    const std::int64_t r = rows[static_cast<std::size_t>(k)];
+    const std::int64_t tout = r % ntout;
+    const int op = static_cast<int>((r / ntout) % nop);
+    const int b = static_cast<int>(r / (ntout * nop));
+    for (int ch = 0; ch < c.nchans; ++ch) {
+      double power = 0;
+      std::complex<double> volt;
+      const int np_in = (!voltage && c.sum_pols) ? c.npol : 1;
+      for (int q = 0; q < np_in; ++q) {
+        const int p = np_in == 1 ? op : q;
+        const std::complex<float>* wr =
+            w.data() + ((static_cast<std::int64_t>(ch) * c.npol + p) * c.nbeams + b) * c.nantennas;
+        for (std::int64_t t = tout * c.integration; t < (tout + 1) * c.integration; ++t) {
+          std::complex<double> v;
+          for (int a = 0; a < c.nantennas; ++a)
+            v += std::complex<double>(wr[a]) * sample(ch, t, a, p);
+          power += std::norm(v);
+          volt = v;
+        }
+      }
+      float* dst = ref.data() + k * rowf;
+      if (voltage) {
+        dst[2 * ch] = static_cast<float>(volt.real());
+        dst[2 * ch + 1] = static_cast<float>(volt.imag());
+      } else {
+        dst[ch] = static_cast<float>(power);
+      }
+    }
+  }
+  Check chk;
+  chk.values = static_cast<std::int64_t>(got.size());
+  double max_ref = 0, max_err = 0;
+  bool finite = true;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
+    if (!std::isfinite(got[i])) {
+      if (finite)
+        chk.first =
+            fmt::format("row {} value {}: got {} (not finite)", rows[i / rowf], i % rowf, got[i]);
+      finite = false;
+    }
+    max_err = std::max(max_err, std::fabs(static_cast<double>(got[i]) - ref[i]));
+  }
+  chk.rel = max_ref > 0 ? max_err / max_ref : max_err;
+  chk.ok = finite && max_ref > 0 && max_err <= tol * max_ref;
+  if (finite && !chk.ok)
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (std::fabs(static_cast<double>(got[i]) - ref[i]) > tol * max_ref) {
+        chk.first = fmt::format("row {} value {}: got {}, expected {} (max |ref| {})",
+                                rows[i / rowf], i % rowf, got[i], ref[i], max_ref);
+        break;
+      }
+  return chk;
+}
+
 void run(const BenchOptions& o) {
   BeamformConfig c = reference_config(o.config);
   c.algorithm = beamform::parse_algorithm(o.algorithm);
@@ -228,71 +409,91 @@ void run(const BenchOptions& o) {
     return p;
   };
 
-  // The sweep over the register-tiled kernel's tunables (CUDA): the best becomes the result.
-  nlohmann::json sweep = nlohmann::json::array();
-  beamform::CudaTuning best_tuning{};
-  if (gpu && o.sweep && c.algorithm != beamform::Algorithm::tensor_core) {
-    double best = 1e30;
-    for (int bpt : {8, 16, 32})
-      for (int tpt : {2, 4})
-        for (int threads : {128, 256}) {
-          if (bpt == 32 && tpt == 4) continue;
-          BeamformConfig cc = c;
-          cc.algorithm = beamform::Algorithm::register_tiled;
-          cc.tuning = {bpt, tpt, threads};
-          const auto m = time_plan(make_plan(cc), in, out, 1, std::max(3, repeats / 2));
-          auto j = timing_json(m, flops);
-          j["tuning"] = {{"beams_per_thread", bpt},
-                         {"samples_per_thread", tpt},
-                         {"threads_per_block", threads}};
-          sweep.push_back(j);
-          fmt::print("  sweep {:2d} beams x {} samples, {} threads: {:.3f} ms ({:.1f} TFLOP/s)\n",
-                     bpt, tpt, threads, m.median_ms, flops / (m.median_ms * 1e-3) / 1e12);
-          if (m.median_ms < best) {
-            best = m.median_ms;
-            best_tuning = cc.tuning;
-          }
-        }
-    c.algorithm = beamform::Algorithm::register_tiled;
-    c.tuning = best_tuning;
-    rec["sweep"] = sweep;
-  }
-
-  const BeamformPlan plan = make_plan(c);
-  const std::clock_t cpu0 = std::clock();
-  const Measured m = time_plan(plan, in, out, gpu ? 3 : 1, repeats);
-  // CPU seconds per buffer (all threads; the warm-up run is included in the clock, so divide by
-  // repeats + 1).
-  const double cpu_s = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC / (repeats + 1);
-  const double tflops = flops / (m.median_ms * 1e-3) / 1e12;
-  rec["algorithm"] = beamform::to_string(plan.algorithm());
-  const auto t = plan.tuning();
-  rec["tuning"] = {{"beams_per_thread", t.beams_per_thread},
-                   {"samples_per_thread", t.samples_per_thread},
-                   {"threads_per_block", t.threads_per_block}};
-  rec["timing"] = timing_json(m, flops);
-  rec["median_ms"] = m.median_ms;
-  rec["tflops"] = tflops;
-  rec["samples_per_s"] =
-      static_cast<double>(c.nsamples) * c.nchans * c.nantennas * c.npol / (m.median_ms * 1e-3);
-  if (data_s > 0) {
-    rec["data_duration_s"] = data_s;
-    rec["realtime_factor"] = data_s / (m.median_ms * 1e-3);
-  }
   if (gpu) {
+    // Every variant: built, run once on a poisoned output, verified on sampled output rows
+    // against the host reference (its own effective weights), then timed. Only verified
+    // variants can be the result.
+    const auto variants = gpu_variants(o, c);
+    const auto& baseline = variants.front();  // the round-1 kernel of this configuration
+    nlohmann::json vj = nlohmann::json::array();
+    const Variant* best = nullptr;
+    double best_ms = 1e30, baseline_ms = 0;
+    for (const auto& v : variants) {
+      BeamformConfig cc = c;
+      cc.algorithm = v.algorithm;
+      cc.tuning = v.tuning;
+      const BeamformPlan plan = make_plan(cc);
+      device_memset(out, 0xFF, static_cast<std::size_t>(out_bytes));  // NaN
+      View<const std::uint8_t, 3> vin(in, cc.input_shape(), Space::device);
+      View<float, 4> vout(out, cc.output_shape(), Space::device);
+      plan.execute(vin, vout);
+      const double tol = beamform::uses_fp16(v.algorithm) ? 1e-2 : 1e-5;
+      const Check chk = verify_sampled(plan, host_in, out, tol);
+      const Measured m = time_plan(plan, in, out, 1, v.repeats > 0 ? v.repeats : repeats);
+      auto j = timing_json(m, flops);
+      const auto t = plan.tuning();
+      j["variant"] = v.label;
+      j["algorithm"] = beamform::to_string(plan.algorithm());
+      j["tuning"] = {{"beams_per_thread", t.beams_per_thread},
+                     {"samples_per_thread", t.samples_per_thread},
+                     {"threads_per_block", t.threads_per_block},
+                     {"gemm_output_bits", t.gemm_output_bits}};
+      j["verified"] = chk.ok;
+      j["max_err_over_max"] = chk.rel;
+      j["checked_values"] = chk.values;
+      j["tolerance"] = tol;
+      if (!chk.ok) j["mismatch"] = chk.first;
+      vj.push_back(j);
+      fmt::print("  {:<34} {:9.3f} ms  {:6.1f} TFLOP/s  err/max {:.2e}  {}\n", v.label, m.median_ms,
+                 flops / (m.median_ms * 1e-3) / 1e12, chk.rel,
+                 chk.ok ? "ok" : "MISMATCH (not reported): " + chk.first);
+      if (&v == &baseline) baseline_ms = chk.ok ? m.median_ms : 0;
+      if (chk.ok && m.median_ms < best_ms) {
+        best_ms = m.median_ms;
+        best = &v;
+      }
+    }
+    rec["variants"] = vj;
+    if (!best) fail(ErrorCategory::cuda, "beamform {}: no variant matched the reference", o.config);
+    BeamformConfig auto_c = c;
+    auto_c.algorithm = beamform::Algorithm::automatic;
+    auto_c.tuning = {};
+    const BeamformPlan auto_plan(auto_c, backend);
+    const auto at = auto_plan.tuning();
+    rec["automatic"] = {{"algorithm", beamform::to_string(auto_plan.algorithm())},
+                        {"beams_per_thread", at.beams_per_thread},
+                        {"samples_per_thread", at.samples_per_thread},
+                        {"gemm_output_bits", at.gemm_output_bits}};
+    rec["best_variant"] = best->label;
+    const double ms = best_ms;
+    const double tflops = flops / (ms * 1e-3) / 1e12;
+    rec["algorithm"] = beamform::to_string(best->algorithm);
+    rec["median_ms"] = ms;
+    rec["tflops"] = tflops;
+    rec["baseline_variant"] = baseline.label;
+    rec["baseline_ms"] = baseline_ms;
+    if (baseline_ms > 0) rec["speedup_vs_baseline"] = baseline_ms / ms;
+    rec["samples_per_s"] =
+        static_cast<double>(c.nsamples) * c.nchans * c.nantennas * c.npol / (ms * 1e-3);
+    if (data_s > 0) {
+      rec["data_duration_s"] = data_s;
+      rec["realtime_factor"] = data_s / (ms * 1e-3);
+    }
     const auto ceil = bench::measure_device_ceilings();
     rec["ceilings"] = bench::to_json(ceil);
-    const double bw = (in_bytes + out_bytes) / (m.median_ms * 1e-3);
+    const double bw = (in_bytes + out_bytes) / (ms * 1e-3);
     rec["bytes_per_s"] = bw;
     rec["copy_bandwidth_fraction"] = bw / ceil.copy_bytes_per_s;
-    rec["fp32_fma_fraction"] = flops / (m.median_ms * 1e-3) / ceil.fp32_fma_flop_per_s;
+    rec["fp32_fma_fraction"] = flops / (ms * 1e-3) / ceil.fp32_fma_flop_per_s;
     summary = fmt::format(
-        "beamform {} cuda {}: {:.3f} ms/buffer, {:.1f} TFLOP/s ({:.0f}% of measured fp32 FMA), "
-        "{:.0f}% of copy bandwidth",
-        o.config, beamform::to_string(plan.algorithm()), m.median_ms, tflops,
-        100 * rec["fp32_fma_fraction"].get<double>(),
+        "beamform {} cuda best {}: {:.3f} ms/buffer, {:.1f} TFLOP/s ({:.0f}% of measured fp32 "
+        "FMA), {:.0f}% of copy bandwidth",
+        o.config, best->label, ms, tflops, 100 * rec["fp32_fma_fraction"].get<double>(),
         100 * rec["copy_bandwidth_fraction"].get<double>());
-    if (data_s > 0) summary += fmt::format(", real-time x{:.0f}", data_s / (m.median_ms * 1e-3));
+    if (data_s > 0) summary += fmt::format(", real-time x{:.0f}", data_s / (ms * 1e-3));
+    if (baseline_ms > 0)
+      summary +=
+          fmt::format("; x{:.2f} vs {} ({:.3f} ms)", baseline_ms / ms, baseline.label, baseline_ms);
     if (o.config == "B2") {
       // Same shapes as cuBLAS complex GEMMs: C[beams x time] = W[beams x ant] X[ant x time],
       // one per channel and pol.
@@ -304,24 +505,40 @@ void run(const BenchOptions& o) {
       const double hgemm = beamform::cublas_hgemm_flops(8192, 5);
       rec["cublas_cgemm_fp32_ms"] = fp32_ms;
       rec["cublas_cgemm_tf32_ms"] = tf32_ms;
-      rec["speedup_vs_cublas_fp32"] = fp32_ms / m.median_ms;
-      rec["speedup_vs_cublas_tf32"] = tf32_ms / m.median_ms;
+      rec["speedup_vs_cublas_fp32"] = fp32_ms / ms;
+      rec["speedup_vs_cublas_tf32"] = tf32_ms / ms;
       rec["cublas_fp16_gemm_flops"] = hgemm;
-      rec["fp16_tensor_fraction"] = flops / (m.median_ms * 1e-3) / hgemm;
-      // The fp32 CUDA-core kernel on the same buffer, for comparison.
-      if (plan.algorithm() == beamform::Algorithm::tensor_core) {
-        BeamformConfig cr = c;
-        cr.algorithm = beamform::Algorithm::register_tiled;
-        const auto mr = time_plan(make_plan(cr), in, out, 1, 3);
-        rec["register_tiled"] = timing_json(mr, flops);
-      }
+      rec["fp16_tensor_fraction"] = flops / (ms * 1e-3) / hgemm;
       summary += fmt::format(
           "; {:.0f}% of cuBLAS fp16 GEMM ({:.0f} TFLOP/s); x{:.1f} cuBLAS Cgemm fp32 ({:.1f} ms), "
           "x{:.1f} TF32 ({:.1f} ms)",
-          100 * flops / (m.median_ms * 1e-3) / hgemm, hgemm / 1e12, fp32_ms / m.median_ms, fp32_ms,
-          tf32_ms / m.median_ms, tf32_ms);
+          100 * flops / (ms * 1e-3) / hgemm, hgemm / 1e12, fp32_ms / ms, fp32_ms, tf32_ms / ms,
+          tf32_ms);
     }
+    summary += fmt::format("; automatic = {}", beamform::to_string(auto_plan.algorithm()));
   } else {
+    const BeamformPlan plan = make_plan(c);
+    const std::clock_t cpu0 = std::clock();
+    const Measured m = time_plan(plan, in, out, 1, repeats);
+    // CPU seconds per buffer (all threads; the warm-up run is included in the clock, so divide by
+    // repeats + 1).
+    const double cpu_s = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC / (repeats + 1);
+    // The same check as the GPU variants get (the CPU path is the reference of the tests; this
+    // also exercises the check itself on every CPU run).
+    const Check chk = verify_sampled(plan, host_in, out, 1e-5);
+    rec["verified"] = chk.ok;
+    rec["max_err_over_max"] = chk.rel;
+    if (!chk.ok) fail(ErrorCategory::format, "beamform {} cpu: {}", o.config, chk.first);
+    rec["algorithm"] = beamform::to_string(plan.algorithm());
+    rec["timing"] = timing_json(m, flops);
+    rec["median_ms"] = m.median_ms;
+    rec["tflops"] = flops / (m.median_ms * 1e-3) / 1e12;
+    rec["samples_per_s"] =
+        static_cast<double>(c.nsamples) * c.nchans * c.nantennas * c.npol / (m.median_ms * 1e-3);
+    if (data_s > 0) {
+      rec["data_duration_s"] = data_s;
+      rec["realtime_factor"] = data_s / (m.median_ms * 1e-3);
+    }
     const int threads = omp_get_max_threads();
     double peak_cpu = 0;
     const double peak = cpu_fma_flops(threads, &peak_cpu);
@@ -363,11 +580,14 @@ void add_bench_beamform_command(CLI::App& app) {
       ->check(CLI::IsMember({"B1", "B2"}))
       ->capture_default_str();
   add_backend_option(*cmd, o->backend);
-  cmd->add_option("--algorithm", o->algorithm, "auto, register-tiled or tensor-core")
-      ->check(CLI::IsMember({"auto", "register-tiled", "tensor-core"}))
+  cmd->add_option("--algorithm", o->algorithm,
+                  "auto (every candidate), register-tiled, register-stream, tensor-core or "
+                  "cublas-fp16 (that one, and the round-1 baseline)")
+      ->check(CLI::IsMember(
+          {"auto", "register-tiled", "register-stream", "tensor-core", "cublas-fp16"}))
       ->capture_default_str();
   cmd->add_flag("--sweep", o->sweep,
-                "Try every tuning of the register-tiled kernel; keep the best");
+                "Try every tuning of every candidate (each verified); report the fastest");
   cmd->add_option("--repeats", o->repeats, "Timed repeats (default 10 on CUDA, 3 on the CPU)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");

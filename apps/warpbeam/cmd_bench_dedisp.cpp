@@ -1,6 +1,7 @@
 // `warpbeam bench dedisp --config D1 [--backend cpu|cuda] [--nsamples N] [--json FILE]`:
 // dedispersion throughput (channel*DM*samples/s) and real-time factor on a reference
-// configuration. The CPU runner is here; the CUDA runner is bench_dedisp_cuda() (bench_dedisp.hpp).
+// configuration. The CPU runner is here; the CUDA runner is bench_dedisp_cuda() (bench_dedisp.hpp,
+// cmd_bench_dedisp_cuda.cpp): `--backend cuda [--sweep] [--autotune]`.
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -209,11 +210,6 @@ nlohmann::json bench_dedisp_cpu(const DedispBenchRequest& r) {
   return rec;
 }
 
-[[gnu::weak]] nlohmann::json bench_dedisp_cuda(const DedispBenchRequest&) {
-  fail(ErrorCategory::unsupported,
-       "the CUDA dedispersion benchmark is not in this build yet (issue 3)");
-}
-
 void add_bench_dedisp_command(CLI::App& app) {
   auto* cmd = app.get_subcommand("bench")->add_subcommand(
       "dedisp", "Dedispersion throughput and real-time factor on a reference configuration");
@@ -234,7 +230,21 @@ void add_bench_dedisp_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd->add_option("--threads", req->threads, "CPU threads (0: all)")->check(CLI::Range(0, 4096));
-  cmd->add_flag("--no-sweep", *no_sweep, "Skip the sweep of tile sizes");
+  cmd->add_flag("--no-sweep", *no_sweep, "Skip the sweep of tile sizes (CPU)");
+  cmd->add_flag("--sweep", req->cuda_sweep,
+                "CUDA: time 10 tile sizes of each tiled kernel (the CPU's sweep runs unless "
+                "--no-sweep)");
+  cmd->add_flag("--autotune", req->autotune,
+                "CUDA: run autotune() (cached per shape in $XDG_CACHE_HOME/warpbeam) and time its "
+                "pick");
+  cmd->add_option("--algorithm", req->algorithm,
+                  "CUDA: kernels besides the direct baseline: all (tiled and packed), tiled, "
+                  "packed, auto, direct")
+      ->check(CLI::IsMember({"all", "auto", "automatic", "direct", "tiled", "packed"}))
+      ->capture_default_str();
+  cmd->add_flag(
+      "--no-file", [req](std::int64_t) { req->end_to_end = false; },
+      "CUDA: skip the end-to-end run from a file");
   cmd->add_option("--json", *json, "Write the record as JSON to this file");
   cmd->callback([req, backend, json, no_sweep] {
     req->sweep = !*no_sweep;
@@ -243,6 +253,7 @@ void add_bench_dedisp_command(CLI::App& app) {
     rec["provenance"] = provenance();
     fmt::print("{}\n", rec["summary"].get<std::string>());
     if (!json->empty()) io::write_text_file(*json, rec.dump(2) + "\n");
+    if (rec.contains("failed")) fail(ErrorCategory::cuda, "{}", rec["failed"].get<std::string>());
   });
 }
 

@@ -1,13 +1,14 @@
-// `warpbeam bench dedisp-gpu --config D1 --backend cuda [--algorithm ...] [--sweep]
-// [--autotune]`: the CUDA dedispersion kernels on DESIGN.md's D1 shape.
+// The CUDA runner of `warpbeam bench dedisp --config D1 --backend cuda [--sweep] [--autotune]`
+// (bench_dedisp_cuda(), declared in bench_dedisp.hpp): the CUDA dedispersion kernels on
+// DESIGN.md's D1 shape.
 //
 // Measures, in one run: the device ceilings; the direct kernel (dedisp's scheme, the baseline);
 // the tiled and packed kernels at their default tile sizes (or a sweep of tile sizes); each
 // kernel's output rows checked against the direct kernel's; optionally autotune()'s pick; and
 // the end-to-end time from a D1 file written to the temp folder: read in gulps into two pinned
 // buffers, copied on two streams so that the copy of gulp n+1 overlaps the dedispersion of
-// gulp n; the DM-time plane stays on the GPU (not copied back), as the GPU search will use it.
-// (Lives beside `bench dedisp`, the CPU benchmark; the two fold together later.)
+// gulp n; the DM-time plane stays on the GPU (not copied back), as the GPU search uses it.
+// It compiles in every build; without CUDA it throws unsupported.
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "bench_dedisp.hpp"
 #include "commands.hpp"
 #include "warpbeam/bench.hpp"
 #include "warpbeam/dedisp.hpp"
@@ -32,33 +34,6 @@ namespace {
 
 using namespace warpbeam::dedisp;
 using json = nlohmann::json;
-
-struct Options {
-  std::string config = "D1";
-  std::string backend = "cuda";
-  std::string algorithm = "all";
-  std::string json_path;
-  bool sweep = false;
-  bool autotune = false;
-  bool no_file = false;
-  int repeats = 3;
-  std::int64_t nsamples = std::int64_t{1} << 20;
-  std::int64_t gulp = std::int64_t{1} << 17;
-};
-
-// D1 (DESIGN.md): 1024 channels from 1500 MHz down by 0.29296875 MHz, 64 us, 8-bit, DM 0-1000
-// by dedisp's rule (pulse width 40 us, tolerance 1.25): 1122 trials.
-DedispersionConfig d1_config(std::int64_t nsamples) {
-  DedispersionConfig c;
-  c.nchans = 1024;
-  c.fch1_mhz = 1500;
-  c.foff_mhz = -0.29296875;
-  c.tsamp_s = 64e-6;
-  c.nbits = 8;
-  c.dms = dm_list_dedisp(0, 1000, 40, 1.25, c.nchans, c.tsamp_s, c.fch1_mhz, c.foff_mhz);
-  c.nsamples_in = nsamples;
-  return c;
-}
 
 // The tile sizes --sweep tries for each tiled variant ({dms_per_block, samples_per_thread,
 // threads_per_block, channels_per_stage}; 0 = automatic), the default first.
@@ -293,22 +268,21 @@ FileRun run_from_file(const DedispersionConfig& base, const std::string& path, s
   return fr;
 }
 
-void run(const Options& o) {
-  if (o.backend == "cpu")
-    fail(
-        ErrorCategory::invalid_argument,
-        "bench dedisp-gpu measures the CUDA backend; use `bench dedisp --backend cpu` for the CPU");
+}  // namespace
+
+json bench_dedisp_cuda(const DedispBenchRequest& o) {
   if (!cuda_built()) fail(ErrorCategory::unsupported, "this warpbeam build has no CUDA backend");
   if (!cuda_available()) fail(ErrorCategory::cuda, "no CUDA device is visible");
   const Algorithm only = o.algorithm == "all" ? Algorithm::automatic : parse_algorithm(o.algorithm);
 
-  const DedispersionConfig c = d1_config(o.nsamples);
+  const DedispBenchSetup setup = dedisp_bench_setup(o.config);
+  DedispersionConfig c = setup.config;
+  const std::int64_t maxd = setup.max_delay;
+  // --nsamples counts output samples, as for the CPU; the default is all of D1 (2^20 input).
+  c.nsamples_in = o.nsamples > 0 ? o.nsamples + maxd : setup.nsamples_in_full;
   c.validate();
-  const auto delays = delay_table(c);
-  const std::int64_t maxd = *std::max_element(delays.begin(), delays.end());
-  if (o.nsamples <= maxd)
-    fail(ErrorCategory::invalid_argument, "--nsamples {} must exceed D1's max delay, {} samples",
-         o.nsamples, maxd);
+  const std::int64_t gulp = o.gulp > 0 ? o.gulp : std::int64_t{1} << 17;
+  const bool sweep = o.cuda_sweep;
   Work w;
   w.nchans = c.nchans;
   w.ndm = static_cast<std::int64_t>(c.dms.size());
@@ -320,14 +294,14 @@ void run(const Options& o) {
   w.adds = static_cast<double>(w.nchans) * static_cast<double>(w.ndm) * static_cast<double>(w.nout);
   w.data_s = static_cast<double>(c.nsamples_in) * c.tsamp_s;
 
-  fmt::print(stderr, "bench dedisp-gpu: measuring the device ceilings\n");
+  fmt::print(stderr, "bench dedisp cuda: measuring the device ceilings\n");
   const bench::DeviceCeilings ceil = bench::measure_device_ceilings();
   DeviceArray<std::uint8_t> in(static_cast<std::size_t>(c.nsamples_in * row));
   DeviceArray<float> out(static_cast<std::size_t>(w.ndm * w.nout));
   random_device_bytes(in.data(), in.size(), 20240601);
   Stream stream;
 
-  fmt::print(stderr, "bench dedisp-gpu: direct kernel (baseline)\n");
+  fmt::print(stderr, "bench dedisp cuda: direct kernel (baseline)\n");
   Measured direct = measure(c, Algorithm::direct, {}, in, out, stream, o.repeats);
   if (!direct.error.empty()) fail(ErrorCategory::unsupported, "direct kernel: {}", direct.error);
   direct.verified = true;
@@ -349,10 +323,10 @@ void run(const Options& o) {
   };
   for (Algorithm a : algs) {
     const std::vector<CudaTuning> tunings =
-        o.sweep ? std::vector<CudaTuning>(std::begin(kSweep), std::end(kSweep))
-                : std::vector<CudaTuning>{CudaTuning{}};
+        sweep ? std::vector<CudaTuning>(std::begin(kSweep), std::end(kSweep))
+              : std::vector<CudaTuning>{CudaTuning{}};
     for (const CudaTuning& t : tunings) {
-      fmt::print(stderr, "bench dedisp-gpu: {} dms {} samples {} threads {} channels {}\n",
+      fmt::print(stderr, "bench dedisp cuda: {} dms {} samples {} threads {} channels {}\n",
                  to_string(a), t.dms_per_block, t.samples_per_thread, t.threads_per_block,
                  t.channels_per_stage);
       variants.push_back(measure(c, a, t, in, out, stream, o.repeats));
@@ -363,7 +337,7 @@ void run(const Options& o) {
   std::optional<AutotuneResult> tuned;
   std::optional<Measured> tuned_run;
   if (o.autotune) {
-    fmt::print(stderr, "bench dedisp-gpu: autotune\n");
+    fmt::print(stderr, "bench dedisp cuda: autotune\n");
     DedispersionConfig ca = c;
     ca.algorithm = only == Algorithm::direct ? Algorithm::automatic : only;
     tuned = autotune(ca);
@@ -378,18 +352,18 @@ void run(const Options& o) {
   if (tuned_run && tuned_run->error.empty() && tuned_run->verified) best = &*tuned_run;
 
   std::optional<FileRun> file;
-  if (!o.no_file) {
+  if (o.end_to_end) {
     TempFile tmp{(std::filesystem::temp_directory_path() /
                   fmt::format("warpbeam-bench-d1-{}.fil", static_cast<long>(getpid())))
                      .string()};
-    fmt::print(stderr, "bench dedisp-gpu: writing {} ({:.2f} GB)\n", tmp.path, w.in_bytes / 1e9);
+    fmt::print(stderr, "bench dedisp cuda: writing {} ({:.2f} GB)\n", tmp.path, w.in_bytes / 1e9);
     write_file(tmp.path, c, in, row);
     DedispersionConfig cb = c;
     cb.algorithm = best->algorithm;
     cb.tuning = best->tuning;
-    fmt::print(stderr, "bench dedisp-gpu: end to end from the file ({})\n",
+    fmt::print(stderr, "bench dedisp cuda: end to end from the file ({})\n",
                to_string(cb.algorithm));
-    file = run_from_file(cb, tmp.path, o.gulp, o.repeats);
+    file = run_from_file(cb, tmp.path, gulp, o.repeats);
   }
 
   // Report.
@@ -439,96 +413,60 @@ void run(const Options& o) {
   if (!all_match) summary += "; MISMATCH against the direct kernel";
   fmt::print("{}\n", summary);
 
-  if (!o.json_path.empty()) {
-    json j = {{"benchmark", "dedisp-gpu"},
-              {"config", o.config},
-              {"summary", summary},
-              {"shape",
-               {{"nchans", w.nchans},
-                {"ndm", w.ndm},
-                {"nsamples_in", w.nsamples_in},
-                {"nsamples_out", w.nout},
-                {"max_delay", maxd},
-                {"nbits", c.nbits},
-                {"fch1_mhz", c.fch1_mhz},
-                {"foff_mhz", c.foff_mhz},
-                {"tsamp_s", c.tsamp_s},
-                {"input_bytes", w.in_bytes},
-                {"output_bytes_float32", w.out_bytes},
-                {"adds", w.adds},
-                {"data_seconds", w.data_s}}},
-              {"parameters",
-               {{"algorithm", o.algorithm},
-                {"sweep", o.sweep},
-                {"autotune", o.autotune},
-                {"repeats", o.repeats},
-                {"input_seed", 20240601},
-                {"timing",
-                 "CUDA events around execute() (corner turn included), median after "
-                 "one warm-up"}}},
-              {"ceilings", bench::to_json(ceil)},
-              {"direct", to_json(direct, w, ceil, 0)},
-              {"verification", {{"rows", rows}, {"tolerance", 1e-5}, {"all_match", all_match}}},
-              {"provenance", provenance()}};
-    json vs = json::array();
-    for (const auto& m : variants)
-      vs.push_back(to_json(m, w, ceil, direct.median_s));
-    j["variants"] = vs;
-    j["best"] = to_json(*best, w, ceil, direct.median_s);
-    if (tuned) {
-      j["autotune"] = to_json(*tuned_run, w, ceil, direct.median_s);
-      j["autotune"]["from_cache"] = tuned->from_cache;
-      j["autotune"]["cache_key"] = tuned->key;
-      j["autotune"]["cache_path"] = tuned->cache_path;
-    }
-    if (file) {
-      j["end_to_end"] = rates(file->median_s, w, ceil, 0);
-      j["end_to_end"]["gulp_output_samples"] = file->gulp;
-      j["end_to_end"]["gulps"] = file->ngulps;
-      j["end_to_end"]["min_median_max_s"] = file->seconds;
-      j["end_to_end"]["algorithm"] = to_string(best->algorithm);
-      j["end_to_end"]["method"] =
-          "file in the temp folder (just written, so in the page cache), read in gulps into two "
-          "pinned buffers, H2D on two streams overlapping the kernels; DM-time plane left on "
-          "the GPU (not copied back); plans made before timing";
-    }
-    io::write_text_file(o.json_path, j.dump(2) + "\n");
+  json j = dedisp_bench_record(setup, "cuda", w.nout, best->median_s);
+  j.update(json{{"summary", summary},
+                {"shape",
+                 {{"nchans", w.nchans},
+                  {"ndm", w.ndm},
+                  {"nsamples_in", w.nsamples_in},
+                  {"nsamples_out", w.nout},
+                  {"max_delay", maxd},
+                  {"nbits", c.nbits},
+                  {"fch1_mhz", c.fch1_mhz},
+                  {"foff_mhz", c.foff_mhz},
+                  {"tsamp_s", c.tsamp_s},
+                  {"input_bytes", w.in_bytes},
+                  {"output_bytes_float32", w.out_bytes},
+                  {"adds", w.adds},
+                  {"data_seconds", w.data_s}}},
+                {"parameters",
+                 {{"algorithm", o.algorithm},
+                  {"sweep", sweep},
+                  {"autotune", o.autotune},
+                  {"repeats", o.repeats},
+                  {"input_seed", 20240601},
+                  {"timing",
+                   "CUDA events around execute() (corner turn included), median after "
+                   "one warm-up"}}},
+                {"ceilings", bench::to_json(ceil)},
+                {"direct", to_json(direct, w, ceil, 0)},
+                {"verification", {{"rows", rows}, {"tolerance", 1e-5}, {"all_match", all_match}}}});
+  j["variant"] = to_string(best->algorithm);
+  json vs = json::array();
+  for (const auto& m : variants)
+    vs.push_back(to_json(m, w, ceil, direct.median_s));
+  j["variants"] = vs;
+  j["best"] = to_json(*best, w, ceil, direct.median_s);
+  if (tuned) {
+    j["autotune"] = to_json(*tuned_run, w, ceil, direct.median_s);
+    j["autotune"]["from_cache"] = tuned->from_cache;
+    j["autotune"]["cache_key"] = tuned->key;
+    j["autotune"]["cache_path"] = tuned->cache_path;
+  }
+  if (file) {
+    j["end_to_end"] = rates(file->median_s, w, ceil, 0);
+    j["end_to_end"]["gulp_output_samples"] = file->gulp;
+    j["end_to_end"]["gulps"] = file->ngulps;
+    j["end_to_end"]["min_median_max_s"] = file->seconds;
+    j["end_to_end"]["algorithm"] = to_string(best->algorithm);
+    j["end_to_end"]["method"] =
+        "file in the temp folder (just written, so in the page cache), read in gulps into two "
+        "pinned buffers, H2D on two streams overlapping the kernels; DM-time plane left on "
+        "the GPU (not copied back); plans made before timing";
   }
   if (!all_match)
-    fail(ErrorCategory::cuda, "a kernel's output differs from the direct kernel's (see the table)");
-}
-
-}  // namespace
-
-void add_bench_dedisp_gpu_command(CLI::App& app) {
-  auto* bench = app.get_subcommand("bench");
-  auto* cmd = bench->add_subcommand(
-      "dedisp-gpu", "Benchmark the CUDA dedispersion kernels on D1 (kernel and from a file)");
-  auto o = std::make_shared<Options>();
-  cmd->add_option("--config", o->config, "Reference configuration (DESIGN.md)")
-      ->check(CLI::IsMember({"D1"}))
-      ->capture_default_str();
-  add_backend_option(*cmd, o->backend);
-  cmd->add_option("--algorithm", o->algorithm,
-                  "Kernels besides the direct baseline: all (tiled and packed), tiled, packed, "
-                  "auto, direct")
-      ->check(CLI::IsMember({"all", "auto", "automatic", "direct", "tiled", "packed"}))
-      ->capture_default_str();
-  cmd->add_flag("--sweep", o->sweep, "Try a set of tile sizes for each tiled kernel");
-  cmd->add_flag("--autotune", o->autotune,
-                "Run autotune() (cached per shape in $XDG_CACHE_HOME/warpbeam) and time its pick");
-  cmd->add_flag("--no-file", o->no_file, "Skip the end-to-end run from a file");
-  cmd->add_option("--repeats", o->repeats, "Timed runs per kernel (after one warm-up)")
-      ->check(CLI::Range(1, 50))
-      ->capture_default_str();
-  cmd->add_option("--nsamples", o->nsamples, "Input samples (D1: 2^20)")
-      ->check(CLI::Range(std::int64_t{1} << 15, std::int64_t{1} << 24))
-      ->capture_default_str();
-  cmd->add_option("--gulp", o->gulp, "Output samples per gulp of the run from a file")
-      ->check(CLI::Range(std::int64_t{1} << 10, std::int64_t{1} << 24))
-      ->capture_default_str();
-  cmd->add_option("--json", o->json_path, "Write the record as JSON to this file");
-  cmd->callback([o] { run(*o); });
+    j["failed"] = "a kernel's output differs from the direct kernel's (see the table)";
+  return j;
 }
 
 }  // namespace warpbeam::cli

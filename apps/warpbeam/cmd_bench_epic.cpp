@@ -92,6 +92,7 @@ void run_bench_epic(const BenchEpicOptions& o) {
   std::vector<Timed> runs;
   nlohmann::json sweep = nlohmann::json::array();
   nlohmann::json refused = nlohmann::json::object();
+  nlohmann::json profile;
   bench::DeviceCeilings ceil{};
   double cufft32 = 0, cufft16 = 0;
   const std::int64_t transforms = std::int64_t{c.nchan} * c.ntime * 2;
@@ -117,6 +118,29 @@ void run_bench_epic(const BenchEpicOptions& o) {
     DeviceArray<float> d_out(out_floats);
     copy_bytes(d_in.data(), host_in.data(), in_bytes);
     Stream stream;
+    std::vector<float> reference;  // the multi-kernel (fp32) images: what every variant must match
+    auto run_once = [&](const epic::EpicPlan& plan) {
+      plan.execute(
+          View<const std::uint8_t, 4>(d_in.data(), {c.nchan, c.ntime, 256, 2}, Space::device),
+          View<float, 4>(d_out.data(), {c.nchan, 4, n, n}, Space::device), &stream);
+    };
+    // Worst relative L2 over (channel, product) of the last output against the reference.
+    auto check = [&]() {
+      std::vector<float> got(out_floats);
+      copy_bytes(got.data(), d_out.data(), out_floats * sizeof(float));
+      const std::size_t nn = static_cast<std::size_t>(n) * n;
+      double worst = 0;
+      for (std::size_t k = 0; k < out_floats / nn; ++k) {
+        double num = 0, den = 0;
+        for (std::size_t i = k * nn; i < (k + 1) * nn; ++i) {
+          const double d = double(got[i]) - reference[i];
+          num += std::isnan(got[i]) ? INFINITY : d * d;
+          den += double(reference[i]) * reference[i];
+        }
+        worst = std::max(worst, den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0));
+      }
+      return worst;
+    };
     auto time_plan = [&](const std::string& name, epic::EpicConfig cfg, int repeats) {
       Timed r{name, {}, 0, {}};
       const auto t0 = std::chrono::steady_clock::now();
@@ -124,20 +148,31 @@ void run_bench_epic(const BenchEpicOptions& o) {
       r.plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       r.tuning = {{"xy_in_shared", cfg.fused.xy_in_shared},
                   {"spectra_per_pass", cfg.fused.spectra_per_pass},
+                  {"time_split", cfg.fused.time_split},
                   {"multikernel_batch", cfg.multikernel.batch}};
+      if (plan.algorithm() == epic::Algorithm::fused) {
+        const auto prof = plan.fused_profile();
+        r.tuning["time_split_used"] = prof.time_split;
+        r.tuning["active_clusters"] = prof.active_clusters;
+      }
       std::vector<double> ms;
       for (int i = 0; i < repeats + 1; ++i) {
         Event a, b;
+        device_memset(d_out.data(), 0xFF, d_out.bytes(), &stream);  // NaN: all must be written
         a.record(&stream);
-        plan.execute(
-            View<const std::uint8_t, 4>(d_in.data(), {c.nchan, c.ntime, 256, 2}, Space::device),
-            View<float, 4>(d_out.data(), {c.nchan, 4, n, n}, Space::device), &stream);
+        run_once(plan);
         b.record(&stream);
         b.synchronize();
         if (i > 0) ms.push_back(b.elapsed_ms_since(a) / 1e3);  // first run: warm-up
       }
       std::sort(ms.begin(), ms.end());
       r.t = {ms[ms.size() / 2], ms.front(), ms.back(), static_cast<int>(ms.size())};
+      if (name == "multikernel") {
+        reference.resize(out_floats);
+        copy_bytes(reference.data(), d_out.data(), out_floats * sizeof(float));
+      } else if (!reference.empty()) {
+        r.tuning["relative_l2_vs_multikernel"] = check();
+      }
       return r;
     };
     // A path the device cannot run (e.g. no room for a cluster) is reported, not fatal, so that
@@ -150,35 +185,73 @@ void run_bench_epic(const BenchEpicOptions& o) {
         refused[name] = err.what();
       }
     };
-    if (o.algorithm == "all" || o.algorithm == "multikernel") {
+    // The multi-kernel path runs first: its images are the reference every fused variant is
+    // checked against (relative L2 <= 1.5 % per channel and product, the fp16 bound).
+    {
       auto m = c;
       m.algorithm = epic::Algorithm::multikernel;
-      try_time("multikernel", m, std::max(1, o.repeats / 2));
+      if (o.algorithm == "all" || o.algorithm == "multikernel") {
+        try_time("multikernel", m, std::max(1, o.repeats / 2));
+      } else {
+        const epic::EpicPlan plan(m, Backend::cuda);
+        run_once(plan);
+        stream.synchronize();
+        reference.resize(out_floats);
+        copy_bytes(reference.data(), d_out.data(), out_floats * sizeof(float));
+      }
     }
     if (o.algorithm == "all" || o.algorithm == "fused") {
       auto f = c;
       f.algorithm = epic::Algorithm::fused;
       try_time("fused", f, o.repeats);
+      // The stage profile of the default variant (one more run, clock64 in one lane per warp).
+      try {
+        f.fused.profile = true;
+        const epic::EpicPlan plan(f, Backend::cuda);
+        run_once(plan);
+        const auto pr = plan.fused_profile();
+        const double wb = std::max(pr.batches, 1.0);
+        profile = {{"row_cycles_per_warp_batch", pr.row_cycles / wb},
+                   {"barrier_cycles_per_warp_batch", pr.barrier_cycles / wb},
+                   {"column_cycles_per_warp_batch", pr.column_cycles / wb},
+                   {"warp_batches", pr.batches},
+                   {"time_split", pr.time_split},
+                   {"active_clusters", pr.active_clusters}};
+      } catch (const Error& err) {
+        if (err.category() != ErrorCategory::unsupported) throw;
+      }
     }
     if (runs.empty())
       fail(ErrorCategory::unsupported, "no EPIC path could run: {}", refused.dump());
     if (o.sweep) {
-      for (int xys : {0, 1})
-        for (int spb : {1, 2}) {
-          auto f = c;
-          f.algorithm = epic::Algorithm::fused;
-          f.fused.xy_in_shared = xys;
-          f.fused.spectra_per_pass = spb;
-          nlohmann::json e = {{"xy_in_shared", xys}, {"spectra_per_pass", spb}};
-          try {
-            const Timed t = time_plan("fused", f, 3);
-            e["median_ms"] = t.t.median_s * 1e3;
-          } catch (const Error& err) {
-            if (err.category() != ErrorCategory::unsupported) throw;
-            e["skipped"] = err.what();
-          }
-          sweep.push_back(e);
+      // Every built variant with the automatic time split, then the default variant with the
+      // gulp split over 1, 2 and 4 clusters per channel.
+      std::vector<epic::FusedTuning> variants = epic::fused_variants(n);
+      for (int split : {1, 2, 4}) {
+        epic::FusedTuning t;
+        t.time_split = split;
+        variants.push_back(t);
+      }
+      for (const auto& v : variants) {
+        auto f = c;
+        f.algorithm = epic::Algorithm::fused;
+        f.fused = v;
+        nlohmann::json e = {{"xy_in_shared", v.xy_in_shared},
+                            {"spectra_per_pass", v.spectra_per_pass},
+                            {"time_split", v.time_split}};
+        try {
+          const Timed t = time_plan("fused", f, 3);
+          e["median_ms"] = t.t.median_s * 1e3;
+          for (const auto& [k, val] : t.tuning.items())
+            if (!e.contains(k)) e[k] = val;
+          const double l2 = t.tuning.value("relative_l2_vs_multikernel", INFINITY);
+          e["verified"] = l2 <= 0.015;
+        } catch (const Error& err) {
+          if (err.category() != ErrorCategory::unsupported) throw;
+          e["skipped"] = err.what();
         }
+        sweep.push_back(e);
+      }
     }
     cufft32 = epic::cufft_reference_time_s(n, transforms, false);
     cufft16 = epic::cufft_reference_time_s(n, transforms, true);
@@ -238,20 +311,47 @@ void run_bench_epic(const BenchEpicOptions& o) {
     summary += fmt::format(" cuFFT alone {:.1f} ms (fp32) / {:.1f} ms (fp16)", cufft32 * 1e3,
                            cufft16 * 1e3);
   }
+  if (const Timed* f = find("fused")) {
+    const double l2 = f->tuning.value("relative_l2_vs_multikernel", INFINITY);
+    j["fused_verified"] = l2 <= 0.015;
+    summary += fmt::format("; fused {} (relative L2 {:.2g} vs multikernel)",
+                           l2 <= 0.015 ? "verified" : "MISMATCH", l2);
+  }
+  if (!profile.is_null()) {
+    j["fused_profile"] = profile;
+    summary += fmt::format(
+        "; fused cycles per warp and pass: rows {:.0f}, barrier {:.0f}, columns {:.0f} ({} "
+        "clusters resident, {} per channel)",
+        profile["row_cycles_per_warp_batch"].get<double>(),
+        profile["barrier_cycles_per_warp_batch"].get<double>(),
+        profile["column_cycles_per_warp_batch"].get<double>(),
+        profile["active_clusters"].get<int>(), profile["time_split"].get<int>());
+  }
   if (!sweep.empty()) {
     j["sweep"] = sweep;
     double best = INFINITY;
     nlohmann::json best_cfg;
-    for (const auto& e : sweep)
-      if (e.contains("median_ms") && e["median_ms"].get<double>() < best) {
+    int unverified = 0;
+    for (const auto& e : sweep) {
+      if (!e.contains("median_ms")) continue;
+      if (!e.value("verified", false)) {  // a variant whose images mismatch is never the best
+        ++unverified;
+        continue;
+      }
+      if (e["median_ms"].get<double>() < best) {
         best = e["median_ms"].get<double>();
         best_cfg = e;
       }
+    }
     j["sweep_best"] = best_cfg;
     if (!best_cfg.is_null())
-      summary += fmt::format("; sweep best xy_in_shared={} spectra_per_pass={} {:.2f} ms",
-                             best_cfg["xy_in_shared"].get<int>(),
-                             best_cfg["spectra_per_pass"].get<int>(), best);
+      summary += fmt::format(
+          "; sweep best (verified) xy_in_shared={} spectra_per_pass={} time_split={} ({} used) "
+          "{:.2f} ms",
+          best_cfg["xy_in_shared"].get<int>(), best_cfg["spectra_per_pass"].get<int>(),
+          best_cfg["time_split"].get<int>(), best_cfg.value("time_split_used", 0), best);
+    if (unverified)
+      summary += fmt::format("; {} variant(s) MISMATCHED and were not ranked", unverified);
   }
   if (!refused.empty()) {
     j["refused"] = refused;

@@ -2,6 +2,12 @@
 // onto a 2-D or 3-D grid, with PyMUST's B-mode chain (RF -> IQ demodulation, DAS, envelope,
 // log compression). Products: PNG (B-mode of one frame; a slice for volumes), NumPy .npy or HDF5
 // (envelope [batch][nz][ny][nx]), each with a JSON side file of parameters and provenance.
+//
+// --beamform rf beamforms the RF samples themselves (linear interpolation of the real signal)
+// and takes the envelope from the analytic signal of the beamformed RF along depth. I/Q is the
+// default because linear interpolation of RF needs several samples per carrier period: at
+// PyMUST's fs = 1.33 fc (PWI_disk.mat) it is poor (Pearson ~0.5 against PyMUST's B-mode instead
+// of ~0.9), and the depth step must also sample the two-way carrier (dz < lambda / 4).
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -20,12 +26,29 @@ namespace {
 
 struct DasOptions {
   std::string input, grid, out, npy, backend = "auto", algorithm = "auto", storage = "fp32";
-  std::string window = "boxcar", slice;
+  std::string window = "boxcar", slice, beamform = "iq";
   double fnumber = -1;  // < 0: not given (full aperture)
   bool fnumber_given = false;
   double tukey_alpha = 0.5, dynamic_range = 30, bandwidth = -1, c = 0;
   int frame = 0;
 };
+
+// Runs the plan on host data (through the device for the cuda backend).
+template <class T>
+void beamform(const das::DasPlan& plan, const std::vector<T>& in,
+              std::vector<std::complex<float>>& out) {
+  if (plan.backend() == Backend::cuda) {
+    DeviceArray<T> din(in.size());
+    DeviceArray<std::complex<float>> dout(out.size());
+    copy_bytes(din.data(), in.data(), din.bytes());
+    plan.execute(View<const T, 4>(din.data(), plan.input_shape(), Space::device),
+                 View<std::complex<float>, 2>(dout.data(), plan.output_shape(), Space::device));
+    copy_bytes(out.data(), dout.data(), dout.bytes());
+  } else {
+    plan.execute(View<const T, 4>(in.data(), plan.input_shape()),
+                 View<std::complex<float>, 2>(out.data(), plan.output_shape()));
+  }
+}
 
 std::string extension(const std::string& path) {
   return std::filesystem::path(path).extension().string();
@@ -66,7 +89,11 @@ void run_das(const DasOptions& o) {
   const io::UltrasoundData d = io::read_ultrasound(o.input);
   if (o.frame < 0 || o.frame >= d.batch)
     fail(ErrorCategory::invalid_argument, "--frame {} is outside [0, {}]", o.frame, d.batch - 1);
-  c.sample_type = das::SampleType::iq;
+  const bool rf_mode = o.beamform == "rf";
+  if (rf_mode && d.sample_type != das::SampleType::rf)
+    fail(ErrorCategory::invalid_argument,
+         "--beamform rf needs RF channel data, but {} holds I/Q: beamform it as I/Q", o.input);
+  c.sample_type = rf_mode ? das::SampleType::rf : das::SampleType::iq;
   c.batch = d.batch;
   c.nsamples = d.nsamples;
   c.fs = d.fs;
@@ -75,9 +102,21 @@ void run_das(const DasOptions& o) {
   c.c = o.c > 0 ? o.c : d.c;
   c.probe = d.probe;
   c.transmits = d.transmits;
-  std::vector<std::complex<float>> iq = d.iq;
+  std::vector<std::complex<float>> iq;
   double bandwidth = o.bandwidth > 0 ? o.bandwidth : d.bandwidth;
-  if (d.sample_type == das::SampleType::rf) {
+  if (rf_mode) {
+    if (grid.z.size() < 2)
+      fail(ErrorCategory::invalid_argument,
+           "--beamform rf takes the envelope along depth: the grid needs >= 2 depths");
+    const double lambda = c.c / d.fc;
+    if (d.fc > 0 && grid.z.step >= lambda / 4)
+      warnf(
+          "das: the depth step {:.3g} m is >= lambda / 4 = {:.3g} m: the beamformed RF carrier "
+          "aliases along depth and its envelope is unreliable (use a finer z step, or I/Q)",
+          grid.z.step, lambda / 4);
+  } else if (d.sample_type == das::SampleType::iq) {
+    iq = d.iq;
+  } else {
     if (!(d.fc > 0)) fail(ErrorCategory::format, "{}: RF data without a centre frequency", o.input);
     // PyMUST's rf2iq: Wn = bandwidth * fc / fs, or min(2 fc / fs, 0.5) without a bandwidth.
     iq = das::rf_to_iq(d.rf.data(), d.batch * d.nrx * d.ntx, d.nsamples, d.fs, d.fc, d.t0,
@@ -85,18 +124,21 @@ void run_das(const DasOptions& o) {
   }
   das::DasPlan plan(c, parse_backend(o.backend));
   std::vector<std::complex<float>> out(static_cast<std::size_t>(c.batch * c.nvoxels()));
-  if (plan.backend() == Backend::cuda) {
-    DeviceArray<std::complex<float>> din(iq.size()), dout(out.size());
-    copy_bytes(din.data(), iq.data(), din.bytes());
-    plan.execute(View<const std::complex<float>, 4>(din.data(), plan.input_shape(), Space::device),
-                 View<std::complex<float>, 2>(dout.data(), plan.output_shape(), Space::device));
-    copy_bytes(out.data(), dout.data(), dout.bytes());
-  } else {
-    plan.execute(View<const std::complex<float>, 4>(iq.data(), plan.input_shape()),
-                 View<std::complex<float>, 2>(out.data(), plan.output_shape()));
-  }
-  const auto env = das::envelope(out.data(), static_cast<std::int64_t>(out.size()));
+  if (rf_mode)
+    beamform(plan, d.rf, out);
+  else
+    beamform(plan, iq, out);
   const auto shape = grid.shape();
+  std::vector<float> env;
+  if (rf_mode) {
+    // The beamformed RF is real (imaginary parts 0): envelope from its analytic signal along z.
+    std::vector<float> re(out.size());
+    for (std::size_t i = 0; i < out.size(); ++i)
+      re[i] = out[i].real();
+    env = das::envelope_along_depth(re.data(), c.batch, shape[0], shape[1], shape[2]);
+  } else {
+    env = das::envelope(out.data(), static_cast<std::int64_t>(out.size()));
+  }
   const std::vector<std::int64_t> vshape = {c.batch, shape[0], shape[1], shape[2]};
   nlohmann::json meta = {
       {"input", o.input},
@@ -105,7 +147,10 @@ void run_das(const DasOptions& o) {
       {"fnumber", o.fnumber_given ? nlohmann::json(o.fnumber) : nlohmann::json(nullptr)},
       {"window", o.window},
       {"tukey_alpha", o.tukey_alpha},
-      {"demodulated_bandwidth", d.sample_type == das::SampleType::rf ? bandwidth : 0.0},
+      {"beamformed", rf_mode ? "rf" : "iq"},
+      {"envelope", rf_mode ? "analytic signal of the beamformed RF along depth (FFT)"
+                           : "magnitude of the beamformed I/Q"},
+      {"demodulated_bandwidth", !rf_mode && d.sample_type == das::SampleType::rf ? bandwidth : 0.0},
       {"dynamic_range_db", o.dynamic_range},
       {"backend", std::string(to_string(plan.backend()))},
       {"algorithm", std::string(das::to_string(plan.algorithm()))},
@@ -164,11 +209,17 @@ void add_das_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--tukey-alpha", o->tukey_alpha, "Tukey taper fraction (0, 1]")
       ->capture_default_str();
-  cmd->add_option("--algorithm", o->algorithm, "CUDA variant: auto, bl, bi, tc")
+  cmd->add_option("--algorithm", o->algorithm, "CUDA variant: auto, bl, bi, tc, tcw")
       ->capture_default_str();
   cmd->add_option("--storage", o->storage, "CUDA channel-data storage: fp32 or fp16")
       ->capture_default_str();
   cmd->add_option("--dynamic-range", o->dynamic_range, "B-mode dynamic range (dB)")
+      ->capture_default_str();
+  cmd->add_option("--beamform", o->beamform,
+                  "What to beamform: iq (RF files are demodulated first, PyMUST's chain) or rf "
+                  "(the RF itself; envelope from the analytic signal along depth; needs several "
+                  "samples per carrier period and dz < lambda/4)")
+      ->check(CLI::IsMember({"iq", "rf"}))
       ->capture_default_str();
   cmd->add_option("--bandwidth", o->bandwidth,
                   "Fractional bandwidth for the RF -> IQ low-pass (default: from the file)");

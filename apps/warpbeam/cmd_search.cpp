@@ -22,10 +22,48 @@ struct SearchOptions {
   std::vector<std::string> paths;
   std::string output, json, zap_chans, backend = "cpu", gpus;
   search::FileSearchConfig config;
-  double memory_mib = 2048;
+  double memory_mib = 2048, gpu_memory_mib = 0;
   int top = 10;
-  bool no_zero_dm = false, beam_column = false;
+  bool no_zero_dm = false, beam_column = false, device_given = false;
 };
+
+// The report of one file's search, from the run JSON of its (first) piece.
+void print_file(const dist::FileReport& f, const search::FileSearchConfig& c,
+                const dist::DistSearchResult& r) {
+  const auto& h = f.header;
+  const auto& run = f.pieces.front().run;
+  fmt::print("{}: {} channels, {} samples ({:.3f} s), tsamp {} us\n", f.path, h.nchans, h.nsamples,
+             h.duration_s(), h.tsamp * 1e6);
+  const auto searched = run.at("nsamples_searched").get<std::int64_t>();
+  const auto widest = run.at("widest_boxcar").get<int>();
+  fmt::print(
+      "searched {} samples: {} DM trials {:.2f}-{:.2f}, boxcars 1-{} (--boxcar-max {}), S/N >= "
+      "{}, {} gulp(s) of {}, {}",
+      searched, f.dms.size(), f.dms.front(), f.dms.back(), widest, c.boxcar_max, c.snr_min,
+      run.at("gulps").get<std::int64_t>(), run.at("gulp").get<std::int64_t>(),
+      run.at("backend").get<std::string>());
+  if (r.files.size() == 1)
+    fmt::print(" in {:.2f} s ({:.2f}x real time)", r.seconds, searched * h.tsamp / r.seconds);
+  fmt::print("\n");
+  if (widest < c.boxcar_max)
+    fmt::print("(boxcars wider than {} need a longer --baseline or more data: see --help)\n",
+               widest);
+  if (r.workers > 1) return;  // stage times of one worker only
+  const auto& t = run.at("seconds");
+  fmt::print(
+      "time (s): read {:.2f}, RFI {:.2f}, dedispersion {:.2f}, search {:.2f}, clustering "
+      "{:.2f}; memory {} MiB\n",
+      t.at("read").get<double>(), t.at("rfi").get<double>(), t.at("dedisp").get<double>(),
+      t.at("search").get<double>(), t.at("cluster").get<double>(),
+      run.at("memory_bytes").get<std::int64_t>() >> 20);
+  if (run.at("backend").get<std::string>() == "cuda")
+    fmt::print(
+        "GPU: {} MiB of device buffers; copied {:.3f} GB to the device, {:.3f} MB back (stage "
+        "times are GPU time on two overlapping streams)\n",
+        run.at("device_memory_bytes").get<std::int64_t>() >> 20,
+        run.at("bytes_to_device").get<std::int64_t>() / 1e9,
+        run.at("bytes_from_device").get<std::int64_t>() / 1e6);
+}
 
 void run_search(SearchOptions& o, const dist::Comm& comm) {
   auto& c = o.config;
@@ -35,14 +73,20 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
     c.zero_dm = !o.no_zero_dm;
     c.zap_channels = search::parse_channel_list(o.zap_chans);
     c.memory_bytes = static_cast<std::int64_t>(o.memory_mib * 1024 * 1024);
+    c.device_memory_bytes = static_cast<std::int64_t>(o.gpu_memory_mib * 1024 * 1024);
     c.validate();
     if (!o.json.empty() && o.paths.size() > 1)
       fail(ErrorCategory::invalid_argument,
            "--json describes one file's search: give one FILE, or --output for several");
+    if (o.device_given && !o.gpus.empty())
+      fail(ErrorCategory::invalid_argument,
+           "--device {} and --gpus {}: give one (--gpus lists the devices sharing the work)",
+           c.device, o.gpus);
     dc.files = o.paths;
     dc.search = c;
     dc.backend = parse_backend(o.backend);
     if (!o.gpus.empty()) dc.gpus = dist::parse_gpu_list(o.gpus);
+    if (o.device_given) dc.gpus = {c.device};
   } catch (...) {
     error = std::current_exception();
   }
@@ -68,35 +112,8 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
   comm.agree(error);
   if (!comm.is_root()) return;
 
-  for (const auto& f : r.files) {
-    const auto& h = f.header;
-    const auto& run = f.pieces.front().run;
-    fmt::print("{}: {} channels, {} samples ({:.3f} s), tsamp {} us\n", f.path, h.nchans,
-               h.nsamples, h.duration_s(), h.tsamp * 1e6);
-    const auto searched = run.at("nsamples_searched").get<std::int64_t>();
-    const auto widest = run.at("widest_boxcar").get<int>();
-    fmt::print(
-        "searched {} samples: {} DM trials {:.2f}-{:.2f}, boxcars 1-{} (--boxcar-max {}), S/N >= "
-        "{}, {} gulp(s) of {}, {}",
-        searched, f.dms.size(), f.dms.front(), f.dms.back(), widest, c.boxcar_max, c.snr_min,
-        run.at("gulps").get<std::int64_t>(), run.at("gulp").get<std::int64_t>(),
-        run.at("backend").get<std::string>());
-    if (r.files.size() == 1)
-      fmt::print(" in {:.2f} s ({:.2f}x real time)", r.seconds, searched * h.tsamp / r.seconds);
-    fmt::print("\n");
-    if (widest < c.boxcar_max)
-      fmt::print("(boxcars wider than {} need a longer --baseline or more data: see --help)\n",
-                 widest);
-    if (r.workers == 1) {
-      const auto& t = run.at("seconds");
-      fmt::print(
-          "time (s): read {:.2f}, RFI {:.2f}, dedispersion {:.2f}, search {:.2f}, clustering "
-          "{:.2f}; memory {} MiB\n",
-          t.at("read").get<double>(), t.at("rfi").get<double>(), t.at("dedisp").get<double>(),
-          t.at("search").get<double>(), t.at("cluster").get<double>(),
-          run.at("memory_bytes").get<std::int64_t>() >> 20);
-    }
-  }
+  for (const auto& f : r.files)
+    print_file(f, c, r);
   if (r.workers > 1)
     fmt::print("{} file(s) on {} worker(s) ({} rank(s), {}) in {:.2f} s\n", r.files.size(),
                r.workers, r.ranks, r.backend, r.seconds);
@@ -146,14 +163,32 @@ void add_search_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   add_backend_option(*cmd, o->backend);
+  cmd->add_option("--gpu-memory", o->gpu_memory_mib,
+                  "CUDA: budget for the device buffers (MiB; 0: 80% of the free memory, shared "
+                  "by the workers of a device)")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  cmd->add_option("--device", c.device, "CUDA device index (one device; see --gpus)")
+      ->check(CLI::Range(0, 1023))
+      ->each([o](const std::string&) { o->device_given = true; })
+      ->capture_default_str();
   cmd->add_option("--gpus", o->gpus,
-                  "CUDA devices sharing the work, e.g. 0,1 (default: every visible one; under "
-                  "mpirun each rank takes one, local rank mod the list)");
+                  "CUDA devices sharing the work, e.g. 0,1 or 0,0 (default: every visible one; "
+                  "under mpirun each rank takes one, local rank mod the list)");
+  cmd->add_option("--gpu-streams", c.gpu_streams,
+                  "CUDA: 2 overlaps gulp n+1's read, copy and RFI stage with gulp n's work; 1 "
+                  "runs the gulps in turn")
+      ->check(CLI::Range(1, 2))
+      ->capture_default_str();
+  cmd->add_flag("--autotune", c.autotune,
+                "CUDA: time a few dedispersion kernels and tile sizes on the gulp's shape first "
+                "(cached per shape in $XDG_CACHE_HOME/warpbeam/dedisp-tuning.json)");
   cmd->footer(
-      "--backend cuda dedisperses on the GPU and searches the DM-time plane on the CPU; the "
-      "GPU-resident search comes with issue 3. Several files, GPUs or MPI ranks (mpirun -n N "
-      "warpbeam search ...) split the files and DM ranges; the candidates are the same as one "
-      "process finds.");
+      "--backend cuda runs RFI cleaning, dedispersion and the search on the GPU (only the packed "
+      "samples go there, only the peaks come back); reading and clustering stay on the host. "
+      "auto picks cuda when a GPU is present. Both backends give the same candidates. Several "
+      "files, GPUs (--gpus) or MPI ranks (mpirun -n N warpbeam search ...) split the files and "
+      "DM ranges; the candidates are the same as one process finds.");
   cmd->callback([o] {
     const dist::Comm& comm = dist::Comm::world();
     dist::run_collective(comm, [&] { run_search(*o, comm); });

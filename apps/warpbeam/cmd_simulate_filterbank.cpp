@@ -1,23 +1,27 @@
-// `warpbeam simulate filterbank OUT.fil`: Gaussian noise plus one dispersed, smeared pulse,
-// written as a SIGPROC filterbank with a JSON side file (OUT.fil.json) of the parameters.
+// `warpbeam simulate filterbank OUT.fil`: Gaussian noise plus dispersed, smeared pulses (one by
+// default; --burst for several), written as a SIGPROC filterbank with a JSON side file
+// (OUT.fil.json) of the parameters.
+#include <cstdio>
+
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "warpbeam/format.hpp"
 #include "warpbeam/sim/filterbank.hpp"
 
 namespace warpbeam::cli {
 
 void add_simulate_filterbank_command(CLI::App& app) {
-  auto* cmd =
-      app.get_subcommand("simulate")
-          ->add_subcommand("filterbank",
-                           "A SIGPROC filterbank of Gaussian noise with one dispersed pulse");
+  auto* cmd = app.get_subcommand("simulate")
+                  ->add_subcommand("filterbank",
+                                   "A SIGPROC filterbank of Gaussian noise with dispersed pulses");
   auto path = std::make_shared<std::string>();
   auto c = std::make_shared<sim::FilterbankSimConfig>();
   auto b = std::make_shared<sim::Burst>();
   auto width_ms = std::make_shared<double>(1.0);
   auto tsamp_us = std::make_shared<double>(256.0);
   auto no_burst = std::make_shared<bool>(false);
+  auto burst_specs = std::make_shared<std::vector<std::string>>();
   cmd->add_option("OUT", *path, "Output filterbank (.fil); parameters go to OUT.json")->required();
   cmd->add_option("--dm", b->dm, "DM of the pulse (pc cm^-3)")->capture_default_str();
   cmd->add_option("--snr", b->snr,
@@ -28,6 +32,9 @@ void add_simulate_filterbank_command(CLI::App& app) {
   cmd->add_option("--time", b->time_s, "Arrival at the top of the band (s from the start)")
       ->capture_default_str();
   cmd->add_flag("--no-burst", *no_burst, "Noise only");
+  cmd->add_option("--burst", *burst_specs,
+                  "A burst as DM,SNR,WIDTH_MS,TIME_S (repeat for several; replaces --dm --snr "
+                  "--width --time)");
   cmd->add_option("--nchans", c->nchans, "Channels")->capture_default_str();
   cmd->add_option("--fch1", c->fch1_mhz, "Centre of channel 0 (MHz)")->capture_default_str();
   cmd->add_option("--foff", c->foff_mhz, "Channel step (MHz, either sign)")->capture_default_str();
@@ -40,6 +47,20 @@ void add_simulate_filterbank_command(CLI::App& app) {
     b->width_s = *width_ms * 1e-3;
     c->tsamp_s = *tsamp_us * 1e-6;
     if (!*no_burst) c->bursts = {*b};
+    if (!burst_specs->empty()) {
+      c->bursts.clear();
+      for (const auto& spec : *burst_specs) {
+        sim::Burst x;
+        double width = 0;
+        char extra = 0;
+        if (std::sscanf(spec.c_str(), "%lf,%lf,%lf,%lf%c", &x.dm, &x.snr, &width, &x.time_s,
+                        &extra) != 4)
+          fail(ErrorCategory::invalid_argument,
+               "--burst '{}': expected DM,SNR,WIDTH_MS,TIME_S (four numbers)", spec);
+        x.width_s = width * 1e-3;
+        c->bursts.push_back(x);
+      }
+    }
     const auto j = sim::simulate_filterbank(*c, *path);
     fmt::print("wrote {} ({} channels, {} samples of {} us, {} bits) and {}.json\n", *path,
                c->nchans, c->nsamples(), *tsamp_us, c->nbits, *path);

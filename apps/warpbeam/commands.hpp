@@ -21,12 +21,13 @@ void add_bench_das_command(CLI::App& app);
 void add_image_command(CLI::App& app);
 void add_simulate_station_command(CLI::App& app);
 void add_bench_epic_command(CLI::App& app);
-/// `bench dedisp-gpu` (apps/warpbeam/cmd_bench_dedisp_cuda.cpp): the CUDA dedispersion kernels.
-void add_bench_dedisp_gpu_command(CLI::App& app);
 void add_bench_dedisp_command(CLI::App& app);
 void add_search_command(CLI::App& app);
 void add_simulate_filterbank_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
+/// `bench search --config D1 --backend cpu|cuda` (cmd_bench_search.cpp): the file search end to
+/// end on a simulated D1 file with an injected burst.
+void add_bench_search_command(CLI::App& app);
 /// `bench search-scaling` (cmd_bench_search_scaling.cpp): the D1 search on one GPU and on all.
 void add_bench_search_scaling_command(CLI::App& app);
 

@@ -43,11 +43,11 @@ int main(int argc, char** argv) {
   add_image_command(app);
   add_simulate_station_command(app);
   add_bench_epic_command(app);
-  add_bench_dedisp_gpu_command(app);
   add_bench_dedisp_command(app);
   add_search_command(app);
   add_simulate_filterbank_command(app);
   add_demo_command(app);
+  add_bench_search_command(app);
   add_bench_search_scaling_command(app);
 
   try {

@@ -43,22 +43,43 @@ enum class OutputKind {
 };
 
 /// Kernel variant. `automatic` picks by backend and shape (see BeamformPlan::algorithm()).
+/// Every CUDA variant computes the same product; they differ in speed and in the arithmetic
+/// (fp32 on CUDA cores or fp16 operands with fp32 accumulation on tensor cores).
 enum class Algorithm {
   automatic,
-  register_tiled,  ///< fp32 on CUDA cores: the BEST-2 paper's kernel (CUDA); the CPU reference
-  tensor_core,     ///< fp16 tensor-core complex GEMM (mma.sync), unpack fused; CUDA only
+  register_tiled,   ///< fp32, CUDA cores: the BEST-2 paper's kernel as written in round 1 (voltages
+                    ///< staged in shared memory per 16 antennas); the CPU reference on the CPU
+  register_stream,  ///< fp32, CUDA cores: threads along time load and decode their own voltages,
+                    ///< weights stay in shared memory for the block's life, output transposed
+                    ///< through shared memory; deterministic (no atomics); CUDA only
+  tensor_core,      ///< fp16 tensor-core complex GEMM (mma.sync), unpack fused; CUDA only
+  cublas_fp16,      ///< unpack to fp16, cuBLAS batched GEMM (fp16 in, fp32 accumulate), then a
+                    ///< detection kernel; deterministic; CUDA only
 };
 std::string_view to_string(Algorithm a);
-/// Parses "auto", "register-tiled", "tensor-core"; throws invalid_argument otherwise.
+/// Parses "auto", "register-tiled", "register-stream", "tensor-core", "cublas-fp16"; throws
+/// invalid_argument otherwise.
 Algorithm parse_algorithm(std::string_view s);
+/// True for the variants with fp16 operands (weights rounded to fp16; tolerance 1e-2).
+bool uses_fp16(Algorithm a);
 
-/// Tunables of the CUDA register-tiled kernel; 0 means "the default measured on the H200".
-/// A thread holds beams_per_thread x samples_per_thread complex accumulators for one channel; a
-/// block is 8 channels x (threads_per_block / 8) threads along time.
+/// Tunables of the CUDA kernels; 0 means "the default measured on the H200".
+///  register_tiled: a thread holds beams_per_thread x samples_per_thread complex accumulators
+///    for one channel; a block is 8 channels x (threads_per_block / 8) threads along time.
+///    beams_per_thread 8, 16 or 32; samples_per_thread 2 or 4; threads_per_block 128 or 256.
+///  register_stream: a thread holds beams_per_thread x samples_per_thread accumulators of one
+///    channel (samples 32 apart); a block is 8 warps = 8 channels. (32 x 1), (16 x 1) or (16 x 2);
+///    threads_per_block must be 0 or 256.
+///  cublas_fp16: gemm_output_bits is the GEMM's output type, 32 (fp32) or 16 (fp16, scaled by a
+///    power of two so that it cannot overflow; half the intermediate bytes);
+///    gemm_chunk_channels the channels per unpack-GEMM-detect round (0: as many as keep the
+///    GEMM's output under 1 GiB).
 struct CudaTuning {
-  int beams_per_thread = 0;    ///< 8, 16 or 32
-  int samples_per_thread = 0;  ///< 2 or 4 (adjacent time samples)
-  int threads_per_block = 0;   ///< 128 or 256
+  int beams_per_thread = 0;
+  int samples_per_thread = 0;
+  int threads_per_block = 0;
+  int gemm_output_bits = 0;
+  int gemm_chunk_channels = 0;
 };
 
 struct BeamformConfig {
@@ -111,9 +132,9 @@ class BeamformPlan {
 
   const BeamformConfig& config() const { return config_; }
   Backend backend() const { return backend_; }
-  /// The algorithm in use (never automatic): tensor_core on CUDA when nbeams >= 128 and
-  /// nantennas >= 64 (large-N: the GEMM is big enough to feed the tensor cores), else
-  /// register_tiled.
+  /// The algorithm in use (never automatic): on CUDA cublas_fp16 when nbeams >= 128 and
+  /// nantennas >= 64 (large N: the GEMM is big enough to feed the tensor cores), else
+  /// register_stream; register_tiled on the CPU.
   Algorithm algorithm() const { return algorithm_; }
   /// The CUDA tuning in use (defaults filled in; zeros on the CPU).
   CudaTuning tuning() const;
@@ -123,7 +144,8 @@ class BeamformPlan {
   /// Tracking beams call this once per block of samples. Throws invalid_argument on a shape
   /// mismatch or a non-finite weight.
   void set_weights(View<const std::complex<float>, 4> weights, const Stream* stream = nullptr);
-  /// The weights as the kernel applies them (rounded to fp16 for tensor_core), same layout.
+  /// The weights as the kernel applies them (rounded to fp16 for tensor_core and cublas_fp16),
+  /// same layout.
   const std::vector<std::complex<float>>& effective_weights() const { return weights_; }
 
   /// Beamforms one block. in: bytes [nchans][nsamples][row_bytes()]; out: float32
@@ -137,6 +159,7 @@ class BeamformPlan {
   BeamformConfig config_;
   Backend backend_;
   Algorithm algorithm_;
+  CudaTuning tuning_;
   std::vector<float> table_;
   std::vector<std::complex<float>> weights_;
   std::unique_ptr<detail::Executor> exec_;

@@ -58,10 +58,16 @@ enum class SampleType { rf, iq };
 ///   computes the delays of one receiver and shares them with the lanes of its voxel by shuffles.
 /// - tensor_core (TC): per voxel tile, receiver tile and distinct sample index, the weight matrix
 ///   [voxels x receivers] times the sample matrix [receivers x batch] by fp16 MMA, fp32 sums.
-enum class Algorithm { automatic, baseline, batch_inner, tensor_core };
+/// - tensor_core_window (TCW): per tile of 16 neighbouring voxels, receiver and window of 8
+///   consecutive samples, the weight matrix [voxels x (8 samples, re/im)] (two taps per voxel
+///   non-zero) times the sample matrix [(8 samples, re/im) x frames] by fp16 MMA (m16n8k16),
+///   fp32 sums: each sample is read once per tile instead of once per voxel. Delays in float
+///   with exact in-range and aperture decisions. fp16 storage only (as TC); RF runs as IQ with
+///   a zero imaginary part (the cost of IQ).
+enum class Algorithm { automatic, baseline, batch_inner, tensor_core, tensor_core_window };
 
 /// How the CUDA kernels store channel data: fp32, or fp16 (half the bytes; sums stay fp32).
-/// tensor_core always uses fp16. Values must stay within +-65504 in fp16.
+/// tensor_core and tensor_core_window always use fp16. Values must stay within +-65504 in fp16.
 enum class Storage { fp32, fp16 };
 
 /// Receive apodization window over the f-number aperture.
@@ -71,7 +77,8 @@ std::string_view to_string(Algorithm a);
 std::string_view to_string(Storage s);
 std::string_view to_string(Window w);
 std::string_view to_string(SampleType t);
-/// Parse "auto"/"automatic", "bl"/"baseline", "bi"/"batch_inner", "tc"/"tensor_core".
+/// Parse "auto"/"automatic", "bl"/"baseline", "bi"/"batch_inner", "tc"/"tensor_core",
+/// "tcw"/"tensor_core_window".
 Algorithm parse_algorithm(std::string_view s);
 Storage parse_storage(std::string_view s);  ///< "fp32" or "fp16"
 Window parse_window(std::string_view s);    ///< "boxcar", "hann" or "tukey"
@@ -136,7 +143,9 @@ Grid parse_grid(std::string_view spec);
 struct CudaTuning {
   int batch_tile = 0;         ///< BL: frames per thread (4, 8 or 16)
   int bi_repeats = 0;         ///< BI: vector loads per lane and voxel (1, 2, 4 or 8)
-  int threads_per_block = 0;  ///< BL and BI: 64..256, multiple of 32
+  int threads_per_block = 0;  ///< BL, BI and TCW: 64..256, multiple of 32
+  int warp_frames = 0;        ///< TCW: frames per warp (32, 64 or 128)
+  int delay_bits = 0;         ///< BI with fp16 storage: delays in float (32) or double (64)
 };
 
 struct DasConfig {
@@ -179,6 +188,11 @@ struct DasConfig {
 /// ffdas). Throws invalid_argument for another name.
 DasConfig reference_config(std::string_view name);
 
+/// The CUDA variant Algorithm::automatic resolves to for this config's shape and storage: BL
+/// below 8 frames; else BI for fp32 storage, TCW for fp16 storage from 16 frames (BI below).
+/// The rule and the H200 measurements behind it: docs/PERFORMANCE.md.
+Algorithm automatic_algorithm(const DasConfig& config);
+
 /// tau_tx(q, n) (s), [ntx][nvoxels], from the transmit models (or the given table).
 std::vector<double> transmit_delays(const DasConfig& config);
 
@@ -219,8 +233,21 @@ class DasPlan {
   void execute(View<const std::complex<float>, 4> iq, View<std::complex<float>, 2> out,
                const Stream* stream = nullptr) const;
 
+  /// One execute() timed by CUDA events in two parts (ms): the layout change of the input (BI,
+  /// TCW, TC permutes; BL fp16 conversion; 0 for BL fp32, which reads the input in place) and
+  /// the beamforming kernel. Synchronises the stream. Throws unsupported on the cpu backend.
+  struct Timing {
+    double layout_ms = 0, kernel_ms = 0;
+  };
+  Timing execute_timed(View<const float, 4> rf, View<std::complex<float>, 2> out,
+                       const Stream* stream = nullptr) const;
+  Timing execute_timed(View<const std::complex<float>, 4> iq, View<std::complex<float>, 2> out,
+                       const Stream* stream = nullptr) const;
+
  private:
-  void run(const void* in, std::complex<float>* out, const Stream* stream) const;
+  void run(const void* in, std::complex<float>* out, const Stream* stream,
+           Event* layout_done = nullptr) const;
+  Timing run_timed(const void* in, std::complex<float>* out, const Stream* stream) const;
   DasConfig config_;
   Backend backend_;
   Algorithm algorithm_ = Algorithm::automatic;
@@ -248,6 +275,16 @@ std::vector<std::complex<float>> rf_to_iq(const float* rf, std::int64_t nlines,
 
 /// Envelope |out| of beamformed data.
 std::vector<float> envelope(const std::complex<float>* data, std::int64_t n);
+
+/// Envelope of beamformed RF (real values) by the analytic signal along depth: for every frame
+/// and (y, x) column of a volume [batch][nz][ny][nx], |IFFT(H . FFT(x))| over z, H = 1 at DC
+/// (and at Nyquist for even nz), 2 at positive and 0 at negative frequencies (Marple, "Computing
+/// the discrete-time analytic signal via FFT", IEEE Trans. Signal Process. 47:2600, 1999; as
+/// scipy.signal.hilbert). The depth step must sample the RF carrier (dz < lambda / 4 for a
+/// two-way path), or the carrier aliases. Throws invalid_argument for nz < 2 or an empty shape,
+/// unsupported in a build without FFTW3F.
+std::vector<float> envelope_along_depth(const float* rf, std::int64_t batch, std::int64_t nz,
+                                        std::int64_t ny, std::int64_t nx);
 
 /// Log compression: 20 log10(env / ref) clipped to [-dynamic_range_db, 0] dB, where ref is the
 /// maximum of env (or `reference` when > 0). Throws invalid_argument for dynamic_range_db <= 0.

@@ -94,6 +94,11 @@ struct DedispersionConfig {
   CudaTuning tuning;
   CpuTuning cpu_tuning;
   int threads = 0;  ///< CPU threads (0: OpenMP's default)
+  /// Input already corner-turned by the caller: execute_channel_major() takes float32 rows
+  /// [nchans][row stride] on the device (the GPU search cleans each gulp into that layout).
+  /// CUDA tiled kernel only: nbits must be 32, the killmask empty or all ones (zero a channel's
+  /// row instead), algorithm automatic or tiled. The plan then owns no corner-turn scratch.
+  bool channel_major = false;
 
   /// Throws invalid_argument naming the field and its allowed range.
   void validate() const;
@@ -161,6 +166,16 @@ class DedispersionPlan {
                const OutputScaling& scaling, const Stream* stream = nullptr) const;
   void execute(View<const std::uint8_t, 2> in, View<std::uint16_t, 2> out,
                const OutputScaling& scaling, const Stream* stream = nullptr) const;
+  /// Dedisperses channel-major float32 input (a plan made with config.channel_major, CUDA):
+  /// in has shape [nchans][nsamples_in] with strides {row_stride, 1}, row_stride >=
+  /// nsamples_in, and in.data holds nchans x row_stride floats: the kernel may read a row's
+  /// elements nsamples_in .. row_stride - 1, which feed only output samples past nsamples_out
+  /// (any value, NaN included, is harmless). out: float32 [ndms][nsamples_out()], device.
+  /// Asynchronous on `stream` (synchronous when null). The plan holds no scratch on this path,
+  /// so concurrent streams may share it. Throws invalid_argument on a shape, stride or space
+  /// mismatch, or when the plan was not made for channel-major input.
+  void execute_channel_major(View<const float, 2> in, View<float, 2> out,
+                             const Stream* stream = nullptr) const;
 
   /// The kernel variant that runs (`automatic` resolved on CUDA; the config's value on CPU).
   Algorithm algorithm() const;
@@ -206,7 +221,8 @@ struct AutotuneResult {
 };
 
 /// Tries a small set of CUDA kernel variants and tile sizes on `config`'s shape (random input
-/// made on the GPU; it allocates one input and one float32 output of the shape) and returns the
+/// made on the GPU; it allocates one input and one float32 output of the shape; a channel_major
+/// config is timed through the ordinary packed input, corner turn included) and returns the
 /// fastest; the winner is cached per shape in a JSON file. `config.algorithm` limits the search:
 /// automatic tries packed (nbits <= 8) and tiled, tiled or packed only that one, direct nothing.
 /// The cache key is nchans, nbits, ndm, nsamples_in, the max-delay bucket (next power of two),

@@ -27,8 +27,9 @@
 //   antenna's accumulated XX*, YY* or XY*, w_i the DFT of its gridded kernel), so the image
 //   equals the image of the cross-correlations (visibilities i != j) alone, and multiply by the
 //   grid correction 1 / |T(l, m)|^2, T the DFT of the mean GCF (each antenna's gridded kernel
-//   taken relative to its own position, averaged over antennas). Pixels where |T|^2 < 1e-6
-//   (far beyond the horizon) are set to 0.
+//   taken relative to its own position, averaged over antennas). Pixels below the horizon
+//   (l^2 + m^2 > 1: no sky, only aliasing and rounding noise that 1/|T|^2 would amplify up to
+//   1e6-fold) and pixels where |T|^2 < 1e-6 are set to 0.
 // - Units: the output is summed over the gulp's spectra and over baselines: a unit-power
 //   point source (<|X|^2> = 1 ci4 unit^2) gives XX* = ntime * n_used * (n_used - 1) at its pixel.
 //
@@ -62,10 +63,35 @@ Algorithm parse_algorithm(const std::string& s);
 /// The four products of the output, in this order along its second axis.
 enum Product { kXX = 0, kYY = 1, kXYre = 2, kXYim = 3 };
 
-/// Tunables of the fused CUDA kernel; 0 / -1 mean "the default chosen on the H200".
+/// Tunables of the fused CUDA kernel; 0 / -1 mean "the default chosen on the H200" (round 1,
+/// 2026-11-29: 2 spectra per pass everywhere, XY* in registers for N = 64 and 128 and in shared
+/// memory for N = 256; docs/PERFORMANCE.md).
 struct FusedTuning {
   int xy_in_shared = -1;     ///< keep the XY* accumulators in shared memory (1) or registers (0)
   int spectra_per_pass = 0;  ///< spectra whose row FFTs share one pass and one cluster barrier
+  /// Clusters per channel, each summing a contiguous part of the gulp's spectra (the parts are
+  /// added in the finalisation). 0: chosen from the device's cluster occupancy so that the
+  /// launch fills whole waves (e.g. 132 channels on 16 resident clusters of 8 would take 9
+  /// waves, the last a quarter full; 4 parts make 33 full ones).
+  int time_split = 0;
+  /// Count cycles per stage (row FFTs, cluster barrier, column FFTs) with clock64 in one warp
+  /// lane per warp; read back with EpicPlan::fused_profile(). For the benchmark only.
+  bool profile = false;
+};
+
+/// The fused kernel's variants built for grid size n (64, 128, 256), with time_split 0: every
+/// (xy_in_shared, spectra_per_pass) pair the benchmark sweeps. Some need more shared memory than
+/// a device offers: their plans are refused (ErrorCategory::unsupported).
+std::vector<FusedTuning> fused_variants(int n);
+
+/// Cycle counts of the fused kernel's stages, summed over warps and batches (FusedTuning::profile).
+struct FusedProfile {
+  double row_cycles = 0;      ///< gathering and row FFTs, hand-over stores included
+  double barrier_cycles = 0;  ///< cluster arrive -> wait, the next batch's unpack included
+  double column_cycles = 0;   ///< column FFTs and accumulation
+  double batches = 0;         ///< warp-batches counted (divide by it for a per-warp mean)
+  int time_split = 0;         ///< clusters per channel used
+  int active_clusters = 0;    ///< clusters (or blocks, N = 64) resident at once on the device
 };
 
 /// Tunables of the multi-kernel CUDA path.
@@ -157,6 +183,9 @@ class EpicPlan {
   std::array<int, 2> aperture_cells(int chan) const;
   /// The grid correction 1/|T|^2, [nchan][N][N] in the output's (centred) layout.
   std::vector<float> grid_correction() const;
+  /// The fused kernel's stage cycles of the last execute() (synchronises), zeros unless the
+  /// fused path runs with FusedTuning::profile; time_split and active_clusters always.
+  FusedProfile fused_profile() const;
 
   /// Shapes: in [nchan][ntime][nstand][2] ci4 bytes; out [nchan][4][N][N] float32 (XX*, YY*,
   /// Re XY*, Im XY*). Host memory for the CPU backend, device memory for CUDA (asynchronous on

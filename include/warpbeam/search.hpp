@@ -201,8 +201,8 @@ class SearchExecutor;
 /// A search plan for planes of one shape; execute() allocates nothing but the peaks it returns.
 class SearchPlan {
  public:
-  /// Validates `config` and prepares scratch. Backend::cuda throws unsupported for now: the
-  /// GPU-resident search is issue 3 (the file search can already dedisperse on the GPU).
+  /// Validates `config` and prepares scratch (on the device for Backend::cuda, which throws
+  /// unsupported in a build without CUDA).
   SearchPlan(SearchConfig config, Backend backend);
   ~SearchPlan();
   SearchPlan(SearchPlan&&) noexcept;
@@ -211,7 +211,8 @@ class SearchPlan {
   const SearchConfig& config() const { return config_; }
   Backend backend() const { return backend_; }
 
-  /// Searches a DM-time plane [ndms][nsamples] (float32; host memory for the CPU backend).
+  /// Searches a DM-time plane [ndms][nsamples] (float32; host memory for the CPU backend, device
+  /// memory for CUDA, where only the peaks and the RMS come back; synchronous either way).
   /// Appends the peaks whose best sample is in [own_begin, own_end) (plane columns), with
   /// dm_trial offset by `dm_offset` and samples by `sample_offset`. Peaks are sorted by
   /// (dm_trial, filter, sample). Throws invalid_argument on a shape or memory-space mismatch.
@@ -352,21 +353,12 @@ struct FileSearchConfig {
   int threads = 0;
   int beam = 0;          ///< written in every candidate
   bool progress = true;  ///< progress on stderr when it is a terminal
-
-  /// Set by the distributed search (warpbeam/dist/search.hpp); a plain search leaves it alone.
-  struct Part {
-    /// DM trials searched: [dm_trial_begin, dm_trial_end) of the DM list (end 0: to its end).
-    /// Gulps and statistics are those of a search of the whole list, so the peaks of the slices
-    /// of a list are exactly the peaks of the whole search.
-    std::int64_t dm_trial_begin = 0, dm_trial_end = 0;
-    /// Threads the memory bound counts when it sizes the gulp (0: `threads`), so that workers
-    /// with different thread counts cut a file into the same gulps.
-    int memory_threads = 0;
-    /// When set, each gulp's peaks (DM trials numbered in the whole list) are handed here
-    /// instead of being clustered, and the result holds no candidates.
-    std::function<void(const std::vector<Peak>& peaks)> on_peaks;
-  };
-  Part part;
+  // --- backend cuda ---
+  /// Budget for the device buffers (bytes; 0: 80 % of the device's free memory).
+  std::int64_t device_memory_bytes = 0;
+  int device = 0;         ///< CUDA device index
+  int gpu_streams = 2;    ///< 2: gulp n+1's read, copy and RFI overlap gulp n's work; 1: in turn
+  bool autotune = false;  ///< dedisp::autotune() the dedispersion kernel on the gulp's shape
 
   void validate() const;
   nlohmann::json to_json() const;
@@ -386,13 +378,18 @@ struct SearchResult {
   std::int64_t gulp = 0, gulps = 0, margin = 0;
   std::int64_t dm_chunk = 0;  ///< DM trials dedispersed at a time
   int widest_boxcar = 0;      ///< the widest boxcar searched (baseline, gulp and boxcar_max limits)
-  std::int64_t memory_bytes = 0;  ///< the buffers' size, by the bound below
-  int min_channels_kept = 0;      ///< fewest channels kept by RFI cleaning in a gulp
-  std::string backend;            ///< "cpu", or "cuda (dedispersion) + cpu (search)"
-  /// Wall time of each stage (s): read, rfi, dedisp, search, cluster.
+  std::int64_t memory_bytes = 0;         ///< the host buffers' size, by the bound below
+  std::int64_t device_memory_bytes = 0;  ///< cuda: the device buffers' size, by its bound
+  int min_channels_kept = 0;             ///< fewest channels kept by RFI cleaning in a gulp
+  std::string backend;                   ///< "cpu" or "cuda"
+  /// Time of each stage (s). cpu: wall time of read, rfi, dedisp, search, cluster. cuda: read =
+  /// host reads + copies to the GPU; rfi, dedisp and search = GPU time between events on the
+  /// stream of each gulp (the two streams overlap, so the stages sum to more than the wall time);
+  /// cluster = host.
   double seconds_read = 0, seconds_rfi = 0, seconds_dedisp = 0, seconds_search = 0,
          seconds_cluster = 0;
-  nlohmann::json to_json() const;  ///< everything but the candidates
+  std::int64_t bytes_to_device = 0, bytes_from_device = 0;  ///< cuda: bytes copied each way
+  nlohmann::json to_json() const;                           ///< everything but the candidates
 };
 
 /// Searches a SIGPROC filterbank file.
@@ -413,8 +410,22 @@ struct SearchResult {
 ///   + threads * L * 24                   search scratch (baseline, residual, prefix, S/N)
 /// The gulp is halved until this fits memory_bytes, then the DM range is split into chunks;
 /// if even one DM trial does not fit (nchans * max_delay is too large) it throws
-/// invalid_argument naming the figure. With backend cuda the dedispersion runs on the GPU
-/// (the same buffers on the device) and the search on the CPU.
+/// invalid_argument naming the figure.
+///
+/// Backend cuda: everything but reading and clustering runs on the GPU (src/search/
+/// pipeline_cuda.cpp): the packed samples of a gulp are copied to the device, cleaned there
+/// (the RFI stage's statistics come back, the zapping is decided on the host by the same rules),
+/// dedispersed from channel-major float32 rows and searched; only the peaks come back. Two
+/// streams with a set of buffers each: while the GPU works on gulp n, the host reads gulp n+1
+/// and its copy and RFI stage run on the other stream. The host holds two gulps of packed
+/// samples (pinned): 2 * rows * row_bytes <= memory_bytes. The device holds, per stream, the
+/// packed gulp, its channel rows (rows * nchans * 4 bytes, padded) with their statistics
+/// scratch (~0.24 of that), the plane of one chunk (dm_chunk * L * 4) and the search scratch
+/// (512 trials * L * ~10 bytes), plus the dedispersion tables (~6 bytes per trial and channel
+/// per plane length): within device_memory_bytes (0: 80 % of the free memory). The default
+/// gulp follows the same rule as the CPU's, but each backend halves it for its own budgets; the
+/// statistics are per gulp, so the two give the same candidates when their gulps are equal (set
+/// `gulp` to be sure).
 ///
 /// Throws io/format errors for a bad file; invalid_argument when the file is shorter than the
 /// largest DM delay (naming --dm-max) or a parameter is out of range.

@@ -259,7 +259,7 @@ KernelFn pick_kernel(SampleType t, int bpt, int tpt) {
 class CudaRegisterTiledExecutor final : public Executor {
  public:
   explicit CudaRegisterTiledExecutor(const PlanData& p)
-      : tuning_(resolve_tuning(p.config.tuning)),
+      : tuning_(p.tuning),
         wdev_(static_cast<std::size_t>(p.config.nchans) * p.config.npol * p.config.nbeams *
               p.config.nantennas),
         wstage_(wdev_.size()),

@@ -1,6 +1,7 @@
 #pragma once
 // Internal: the kernels behind a BeamformPlan. One implementation per backend and algorithm
-// (cpu.cpp, cuda.cu = register-tiled, cuda_mma.cu = tensor cores); plan.cpp picks one.
+// (cpu.cpp; cuda.cu = register-tiled, cuda_stream.cu = register-stream, cuda_mma.cu = tensor
+// cores, cuda_gemm.cu = cuBLAS); plan.cpp picks one.
 #include <complex>
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@ namespace warpbeam::beamform::detail {
 struct PlanData {
   const BeamformConfig& config;
   const std::vector<float>& table;  // conversion_table(): 256 (re, im) pairs (empty for cf16/32)
+  CudaTuning tuning;                // resolved for the plan's algorithm
 };
 
 class Executor {
@@ -24,17 +26,20 @@ class Executor {
   /// Shapes and memory spaces are already checked by the plan.
   virtual void execute(const PlanData& plan, const std::uint8_t* in, float* out,
                        const Stream* stream) = 0;
-  /// The tuning actually used (CUDA register-tiled only).
+  /// The tuning actually used (zeros where there is none).
   virtual CudaTuning tuning() const { return {}; }
 };
 
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
-/// Defined in cuda.cu / cuda_mma.cu; plan.cpp calls them only in a CUDA build.
+/// Defined in cuda.cu (register_tiled), cuda_stream.cu (register_stream), cuda_mma.cu
+/// (tensor_core), cuda_gemm.cu (cublas_fp16); plan.cpp calls them only in a CUDA build.
 std::unique_ptr<Executor> make_cuda_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_cuda_stream_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_cuda_mma_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_cuda_gemm_executor(const PlanData& plan);
 
-/// Defaults of the register-tiled CUDA kernel (sm_90), and the check that a tuning is one of
-/// the compiled instantiations.
-CudaTuning resolve_tuning(const CudaTuning& t);
+/// Defaults of algorithm `a`'s CUDA kernel (sm_90), and the check that a tuning is one of the
+/// compiled instantiations; zeros for algorithms without tunables.
+CudaTuning resolve_tuning(Algorithm a, const CudaTuning& t);
 
 }  // namespace warpbeam::beamform::detail

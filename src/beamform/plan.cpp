@@ -14,17 +14,28 @@ std::string_view to_string(Algorithm a) {
       return "auto";
     case Algorithm::register_tiled:
       return "register-tiled";
+    case Algorithm::register_stream:
+      return "register-stream";
     case Algorithm::tensor_core:
       return "tensor-core";
+    case Algorithm::cublas_fp16:
+      return "cublas-fp16";
   }
   return "?";
 }
 
+bool uses_fp16(Algorithm a) {
+  return a == Algorithm::tensor_core || a == Algorithm::cublas_fp16;
+}
+
 Algorithm parse_algorithm(std::string_view s) {
-  for (auto a : {Algorithm::automatic, Algorithm::register_tiled, Algorithm::tensor_core})
+  for (auto a : {Algorithm::automatic, Algorithm::register_tiled, Algorithm::register_stream,
+                 Algorithm::tensor_core, Algorithm::cublas_fp16})
     if (s == to_string(a)) return a;
   fail(ErrorCategory::invalid_argument,
-       "algorithm '{}' is not one of auto, register-tiled, tensor-core", s);
+       "algorithm '{}' is not one of auto, register-tiled, register-stream, tensor-core, "
+       "cublas-fp16",
+       s);
 }
 
 void BeamformConfig::validate() const {
@@ -79,24 +90,56 @@ double BeamformConfig::flops() const {
 }
 
 namespace detail {
-CudaTuning resolve_tuning(const CudaTuning& t) {
+CudaTuning resolve_tuning(Algorithm a, const CudaTuning& t) {
   CudaTuning r = t;
-  // Defaults for sm_90 (H200): 16 beams x 2 samples per thread, 256 threads (8 ch x 32 along time).
-  if (r.beams_per_thread == 0) r.beams_per_thread = 16;
-  if (r.samples_per_thread == 0) r.samples_per_thread = 2;
-  if (r.threads_per_block == 0) r.threads_per_block = 256;
-  if (r.beams_per_thread != 8 && r.beams_per_thread != 16 && r.beams_per_thread != 32)
-    fail(ErrorCategory::invalid_argument, "tuning.beams_per_thread = {} is not 8, 16 or 32",
-         r.beams_per_thread);
-  if (r.samples_per_thread != 2 && r.samples_per_thread != 4)
-    fail(ErrorCategory::invalid_argument, "tuning.samples_per_thread = {} is not 2 or 4",
-         r.samples_per_thread);
-  if (r.beams_per_thread == 32 && r.samples_per_thread == 4)
-    fail(ErrorCategory::invalid_argument,
-         "tuning 32 beams x 4 samples per thread needs 256 accumulator registers: not compiled");
-  if (r.threads_per_block != 128 && r.threads_per_block != 256)
-    fail(ErrorCategory::invalid_argument, "tuning.threads_per_block = {} is not 128 or 256",
-         r.threads_per_block);
+  if (a == Algorithm::register_tiled) {
+    // Round-1 defaults for sm_90 (H200, measured): 16 beams x 2 samples, 256 threads.
+    if (r.beams_per_thread == 0) r.beams_per_thread = 16;
+    if (r.samples_per_thread == 0) r.samples_per_thread = 2;
+    if (r.threads_per_block == 0) r.threads_per_block = 256;
+    if (r.beams_per_thread != 8 && r.beams_per_thread != 16 && r.beams_per_thread != 32)
+      fail(ErrorCategory::invalid_argument, "tuning.beams_per_thread = {} is not 8, 16 or 32",
+           r.beams_per_thread);
+    if (r.samples_per_thread != 2 && r.samples_per_thread != 4)
+      fail(ErrorCategory::invalid_argument, "tuning.samples_per_thread = {} is not 2 or 4",
+           r.samples_per_thread);
+    if (r.beams_per_thread == 32 && r.samples_per_thread == 4)
+      fail(ErrorCategory::invalid_argument,
+           "tuning 32 beams x 4 samples per thread needs 256 accumulator registers: not compiled");
+    if (r.threads_per_block != 128 && r.threads_per_block != 256)
+      fail(ErrorCategory::invalid_argument, "tuning.threads_per_block = {} is not 128 or 256",
+           r.threads_per_block);
+    r.gemm_output_bits = r.gemm_chunk_channels = 0;
+  } else if (a == Algorithm::register_stream) {
+    // Predicted best for B1 (32 beams): one thread holds all 32 beams of one sample, so each
+    // voltage is decoded once (see cuda_stream.cu). To be confirmed by the H200 sweep.
+    if (r.beams_per_thread == 0) r.beams_per_thread = 32;
+    if (r.samples_per_thread == 0) r.samples_per_thread = r.beams_per_thread == 32 ? 1 : 2;
+    const bool ok = (r.beams_per_thread == 32 && r.samples_per_thread == 1) ||
+                    (r.beams_per_thread == 16 && r.samples_per_thread == 1) ||
+                    (r.beams_per_thread == 16 && r.samples_per_thread == 2);
+    if (!ok)
+      fail(ErrorCategory::invalid_argument,
+           "register-stream tuning {} beams x {} samples per thread is not one of 32x1, 16x1, 16x2",
+           r.beams_per_thread, r.samples_per_thread);
+    if (r.threads_per_block != 0 && r.threads_per_block != 256)
+      fail(ErrorCategory::invalid_argument,
+           "register-stream uses 256 threads per block (8 warps = 8 channels), not {}",
+           r.threads_per_block);
+    r.threads_per_block = 256;
+    r.gemm_output_bits = r.gemm_chunk_channels = 0;
+  } else if (a == Algorithm::cublas_fp16) {
+    if (r.gemm_output_bits == 0) r.gemm_output_bits = 16;
+    if (r.gemm_output_bits != 16 && r.gemm_output_bits != 32)
+      fail(ErrorCategory::invalid_argument, "tuning.gemm_output_bits = {} is not 16 or 32",
+           r.gemm_output_bits);
+    if (r.gemm_chunk_channels < 0)
+      fail(ErrorCategory::invalid_argument, "tuning.gemm_chunk_channels = {} must be >= 0",
+           r.gemm_chunk_channels);
+    r.beams_per_thread = r.samples_per_thread = r.threads_per_block = 0;
+  } else {
+    r = CudaTuning{};
+  }
   return r;
 }
 }  // namespace detail
@@ -120,22 +163,26 @@ float round_to_half(float v) {
 
 Algorithm pick_algorithm(const BeamformConfig& c, Backend b) {
   if (b == Backend::cpu) {
-    if (c.algorithm == Algorithm::tensor_core)
-      fail(ErrorCategory::unsupported, "the tensor-core beamformer needs the CUDA backend");
+    if (c.algorithm == Algorithm::register_stream || uses_fp16(c.algorithm))
+      fail(ErrorCategory::unsupported, "the {} beamformer needs the CUDA backend",
+           to_string(c.algorithm));
     return Algorithm::register_tiled;
   }
-  // The tensor-core kernel forms power only, integrated over a power of two dividing its
-  // 64-sample tile.
+  // The hand-written tensor-core kernel forms power only, integrated over a power of two
+  // dividing its 64-sample tile.
   const bool mma_ok = c.output == OutputKind::power && 64 % c.integration == 0;
   if (c.algorithm == Algorithm::tensor_core && !mma_ok)
     fail(ErrorCategory::unsupported,
          "the tensor-core beamformer forms power only, with an integration dividing 64 (got {} "
-         "output, integration {})",
+         "output, integration {}); cublas-fp16 forms every output",
          c.output == OutputKind::power ? "power" : "voltage", c.integration);
   if (c.algorithm != Algorithm::automatic) return c.algorithm;
-  // Large N: enough beams and antennas for 64 x 64 MMA tiles to be mostly full.
-  return (mma_ok && c.nbeams >= 128 && c.nantennas >= 64) ? Algorithm::tensor_core
-                                                          : Algorithm::register_tiled;
+  // Large N: enough beams and antennas for the GEMM tiles to be mostly full. Round 1 measured
+  // the fp32 kernels at 13.5 TFLOP/s on B1 and 8.3 on B2, the hand-written MMA kernel at 40 on
+  // B2; cuBLAS fp16 runs at 850 (docs/PERFORMANCE.md): cublas-fp16 for large N,
+  // register-stream (predicted 2-3x register-tiled on B1) otherwise.
+  return (c.nbeams >= 128 && c.nantennas >= 64) ? Algorithm::cublas_fp16
+                                                : Algorithm::register_stream;
 }
 }  // namespace
 
@@ -143,18 +190,29 @@ BeamformPlan::BeamformPlan(BeamformConfig config, Backend backend)
     : config_(std::move(config)), backend_(resolve_backend(backend)) {
   config_.validate();
   algorithm_ = pick_algorithm(config_, backend_);
+  if (backend_ == Backend::cuda) tuning_ = detail::resolve_tuning(algorithm_, config_.tuning);
   if (config_.sample_type == SampleType::ci4 || config_.sample_type == SampleType::ci8)
     table_ = conversion_table(config_.sample_type, config_.encoding, config_.levels);
   weights_.assign(
       static_cast<std::size_t>(config_.nchans) * config_.npol * config_.nbeams * config_.nantennas,
       std::complex<float>(0, 0));
-  const detail::PlanData data{config_, table_};
+  const detail::PlanData data{config_, table_, tuning_};
   if (backend_ == Backend::cuda) {
 #ifdef WARPBEAM_HAVE_CUDA
-    if (algorithm_ == Algorithm::tensor_core)
-      exec_ = detail::make_cuda_mma_executor(data);
-    else
-      exec_ = detail::make_cuda_executor(data);
+    switch (algorithm_) {
+      case Algorithm::tensor_core:
+        exec_ = detail::make_cuda_mma_executor(data);
+        break;
+      case Algorithm::register_stream:
+        exec_ = detail::make_cuda_stream_executor(data);
+        break;
+      case Algorithm::cublas_fp16:
+        exec_ = detail::make_cuda_gemm_executor(data);
+        break;
+      default:
+        exec_ = detail::make_cuda_executor(data);
+        break;
+    }
 #endif
   } else {
     exec_ = detail::make_cpu_executor(data);
@@ -167,7 +225,7 @@ BeamformPlan::BeamformPlan(BeamformPlan&&) noexcept = default;
 BeamformPlan& BeamformPlan::operator=(BeamformPlan&&) noexcept = default;
 
 CudaTuning BeamformPlan::tuning() const {
-  return exec_->tuning();
+  return tuning_;
 }
 
 void BeamformPlan::set_weights(View<const std::complex<float>, 4> w, const Stream* stream) {
@@ -178,13 +236,14 @@ void BeamformPlan::set_weights(View<const std::complex<float>, 4> w, const Strea
       fail(ErrorCategory::invalid_argument, "weight {} is not finite", i);
     weights_[static_cast<std::size_t>(i)] = w.data[i];
   }
-  if (algorithm_ == Algorithm::tensor_core) {
-    // What the fp16 kernel applies: each component rounded to half precision (and clamped to
-    // its range) in cuda_mma.cu; mirror the rounding here so a CPU plan can use the same weights.
+  if (uses_fp16(algorithm_)) {
+    // What the fp16 kernels apply: each component rounded to half precision (and clamped to
+    // its range) in cuda_mma.cu / cuda_gemm.cu; mirror the rounding here so a CPU plan can use the
+    // same weights.
     for (auto& x : weights_)
       x = {round_to_half(x.real()), round_to_half(x.imag())};
   }
-  const detail::PlanData data{config_, table_};
+  const detail::PlanData data{config_, table_, tuning_};
   exec_->set_weights(data, weights_.data(), stream);
 }
 
@@ -193,7 +252,7 @@ void BeamformPlan::execute(View<const std::uint8_t, 3> in, View<float, 4> out,
   const Space space = backend_ == Backend::cuda ? Space::device : Space::host;
   require_view(in, config_.input_shape(), space, "beamformer input");
   require_view(out, config_.output_shape(), space, "beamformer output");
-  const detail::PlanData data{config_, table_};
+  const detail::PlanData data{config_, table_, tuning_};
   exec_->execute(data, in.data, out.data, stream);
 }
 

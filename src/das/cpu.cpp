@@ -23,8 +23,8 @@ class CpuExecutor final : public Executor {
     buf_.assign(static_cast<std::size_t>(c.ntx() * c.nrx() * c.nsamples * planes_ * bp_), 0.f);
   }
 
-  void execute(const PlanData& p, const void* in, std::complex<float>* out,
-               const Stream*) override {
+  void execute(const PlanData& p, const void* in, std::complex<float>* out, const Stream*,
+               Event*) override {
     const auto& c = p.config;
     permute(c, in);
     const std::int64_t nv = c.nvoxels(), nrx = c.nrx(), ntx = c.ntx(), K = c.nsamples;

@@ -5,7 +5,10 @@
 // computes the delay and weights of one receiver of a group of 8 (double precision, delay.hpp)
 // and the group shares them by warp shuffles, so every (voxel, tx, rx) delay is computed once
 // per block of frames. fp16 storage halves the bytes read and interpolates the two taps in half2
-// arithmetic (fewer instructions per point); the rotation and the sums stay fp32.
+// arithmetic (fewer instructions per point); the rotation and the sums stay fp32. With fp16
+// storage the delays may also be computed in float (Fast, fast_delay.hpp: ~40 fp32 instructions
+// per pair instead of ~60 fp64 ones at half rate and two fp64 square roots; the in-range and
+// aperture decisions stay exact).
 #include "das/cuda_common.cuh"
 #include "das/cuda_sample.cuh"
 
@@ -22,10 +25,10 @@ __device__ __forceinline__ float2 to_f2(float v) {
   return make_float2(v, 0.f);
 }
 
-template <bool IQ, class S, int R>
+template <bool IQ, class S, int R, bool Fast>
 __global__ void __launch_bounds__(256)
-    bi_kernel(GeometryArgs g, DelayParams P, const S* __restrict__ data, std::int64_t bp,
-              float2* __restrict__ out) {
+    bi_kernel(GeometryArgs g, DelayParams P, FastParams F, const S* __restrict__ data,
+              std::int64_t bp, float2* __restrict__ out) {
   constexpr int VEC = 16 / sizeof(S);                // frames per 16-byte load
   constexpr bool kHalf = sizeof(S) == (IQ ? 4 : 2);  // fp16 storage
   constexpr int kSpan = kLanes * VEC * R;
@@ -49,12 +52,23 @@ __global__ void __launch_bounds__(256)
     const std::int64_t tq = static_cast<std::int64_t>(q) * g.nvoxels + sl;
     const double ttx = g.tau_tx[tq];
     const float wtx = active ? (g.w_tx ? g.w_tx[tq] : 1.f) : 0.f;
+    const FastVoxel fv = make_fast_voxel(P, px, py, pz, ttx);
     for (int m0 = 0; m0 < g.nrx; m0 += kLanes) {
       // Lane j of each voxel group computes receiver m0 + j ...
       Coeff mine{0.f, 0.f, 0.f, 0.f, -1};
-      if (m0 + j < g.nrx && wtx != 0.f)
-        mine = das_coefficients(P, px, py, pz, ttx, wtx, g.elements[m0 + j]);
-        // ... and the group walks through the 8 receivers with the shared weights.
+      if (m0 + j < g.nrx && wtx != 0.f) {
+        if constexpr (Fast) {
+          const FastCoeff c = coefficients_f32(P, F, fv, px, py, pz, ttx, wtx,
+                                               g.fast_elements[m0 + j], g.elements[m0 + j]);
+          mine.k = c.k;
+          mine.f = c.f;
+          mine.cr = c.cr;
+          mine.ci = c.ci;
+        } else {
+          mine = das_coefficients(P, px, py, pz, ttx, wtx, g.elements[m0 + j]);
+        }
+      }
+      // ... and the group walks through the 8 receivers with the shared weights.
 #pragma unroll
       for (int jj = 0; jj < kLanes; ++jj) {
         const int src = base_lane | jj;
@@ -128,9 +142,10 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-template <bool IQ, class S>
+template <bool IQ, class S, bool Fast = false>
 void launch_bi(int repeats, int threads, const GeometryArgs& g, const DelayParams& P,
-               const void* data, std::int64_t bp, float2* out, cudaStream_t s) {
+               const FastParams& F, const void* data, std::int64_t bp, float2* out,
+               cudaStream_t s) {
   constexpr int VEC = 16 / sizeof(S);
   // R = 8 is built only where its accumulators fit in 32 floats (fp32 storage).
   constexpr bool kHasR8 = (IQ ? 2 : 1) * 8 * VEC <= 32;
@@ -141,13 +156,13 @@ void launch_bi(int repeats, int threads, const GeometryArgs& g, const DelayParam
                   static_cast<unsigned>((bp + span - 1) / span));
   const S* d = static_cast<const S*>(data);
   if (repeats == 1)
-    bi_kernel<IQ, S, 1><<<grid, threads, 0, s>>>(g, P, d, bp, out);
+    bi_kernel<IQ, S, 1, Fast><<<grid, threads, 0, s>>>(g, P, F, d, bp, out);
   else if (repeats == 2)
-    bi_kernel<IQ, S, 2><<<grid, threads, 0, s>>>(g, P, d, bp, out);
+    bi_kernel<IQ, S, 2, Fast><<<grid, threads, 0, s>>>(g, P, F, d, bp, out);
   else if (repeats == 4 || !kHasR8)
-    bi_kernel<IQ, S, 4><<<grid, threads, 0, s>>>(g, P, d, bp, out);
+    bi_kernel<IQ, S, 4, Fast><<<grid, threads, 0, s>>>(g, P, F, d, bp, out);
   else if constexpr (kHasR8)
-    bi_kernel<IQ, S, 8><<<grid, threads, 0, s>>>(g, P, d, bp, out);
+    bi_kernel<IQ, S, 8, Fast><<<grid, threads, 0, s>>>(g, P, F, d, bp, out);
   WB_CUDA_CHECK_LAUNCH();
 }
 
@@ -167,6 +182,8 @@ class CudaBiExecutor final : public Executor {
       r *= 2;
     repeats_ = c.tuning.bi_repeats ? std::min(c.tuning.bi_repeats, rmax) : std::min(r, 8);
     threads_ = c.tuning.threads_per_block ? c.tuning.threads_per_block : 256;
+    // Float delays only where the storage already limits the precision to fp16's.
+    float_delays_ = fp16_ && c.tuning.delay_bits != 64;
     const std::size_t bytes = static_cast<std::size_t>(c.nsamples * c.ntx() * c.nrx() * bp_) * elem;
     buf_ = DeviceArray<unsigned char>(bytes);
     device_memset(buf_.data(), 0, bytes);  // the padded frames stay zero
@@ -174,22 +191,28 @@ class CudaBiExecutor final : public Executor {
     device_synchronize();
   }
 
-  void execute(const PlanData& p, const void* in, std::complex<float>* out,
-               const Stream* stream) override {
+  void execute(const PlanData& p, const void* in, std::complex<float>* out, const Stream* stream,
+               Event* layout_done) override {
     const auto& c = p.config;
     cudaStream_t s = WB_STREAM(stream);
     permute_batch_inner(in, buf_.data(), iq_, fp16_ ? StoreType::f16 : StoreType::f32, c.batch,
                         c.nrx(), c.ntx(), c.nsamples, bp_, s);
+    if (layout_done) layout_done->record(stream);
     const GeometryArgs g = geometry_args(geo_, c);
     auto* o = reinterpret_cast<float2*>(out);
-    if (iq_ && fp16_)
-      launch_bi<true, __half2>(repeats_, threads_, g, p.params, buf_.data(), bp_, o, s);
+    const FastParams& F = geo_.fast;
+    if (iq_ && fp16_ && float_delays_)
+      launch_bi<true, __half2, true>(repeats_, threads_, g, p.params, F, buf_.data(), bp_, o, s);
+    else if (iq_ && fp16_)
+      launch_bi<true, __half2>(repeats_, threads_, g, p.params, F, buf_.data(), bp_, o, s);
     else if (iq_)
-      launch_bi<true, float2>(repeats_, threads_, g, p.params, buf_.data(), bp_, o, s);
+      launch_bi<true, float2>(repeats_, threads_, g, p.params, F, buf_.data(), bp_, o, s);
+    else if (fp16_ && float_delays_)
+      launch_bi<false, __half, true>(repeats_, threads_, g, p.params, F, buf_.data(), bp_, o, s);
     else if (fp16_)
-      launch_bi<false, __half>(repeats_, threads_, g, p.params, buf_.data(), bp_, o, s);
+      launch_bi<false, __half>(repeats_, threads_, g, p.params, F, buf_.data(), bp_, o, s);
     else
-      launch_bi<false, float>(repeats_, threads_, g, p.params, buf_.data(), bp_, o, s);
+      launch_bi<false, float>(repeats_, threads_, g, p.params, F, buf_.data(), bp_, o, s);
     if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(s));
   }
 
@@ -197,7 +220,7 @@ class CudaBiExecutor final : public Executor {
   DeviceGeometry geo_;
   DeviceArray<unsigned char> buf_;
   std::int64_t bp_ = 0;
-  bool iq_ = true, fp16_ = false;
+  bool iq_ = true, fp16_ = false, float_delays_ = false;
   int repeats_ = 1, threads_ = 256;
 };
 

@@ -77,15 +77,16 @@ class CudaBlExecutor final : public Executor {
     threads_ = c.tuning.threads_per_block ? c.tuning.threads_per_block : 128;
   }
 
-  void execute(const PlanData& p, const void* in, std::complex<float>* out,
-               const Stream* stream) override {
+  void execute(const PlanData& p, const void* in, std::complex<float>* out, const Stream* stream,
+               Event* layout_done) override {
     const auto& c = p.config;
     cudaStream_t s = WB_STREAM(stream);
     const GeometryArgs g = geometry_args(geo_, c);
     auto* o = reinterpret_cast<float2*>(out);
     const bool iq = c.sample_type == SampleType::iq;
+    if (fp16_) convert_f16(static_cast<const float*>(in), half_.data(), count_, s);
+    if (layout_done) layout_done->record(stream);
     if (fp16_) {
-      convert_f16(static_cast<const float*>(in), half_.data(), count_, s);
       if (iq)
         launch_bl<true, __half2>(tb_, threads_, g, p.params, half_.data(), o, s);
       else

@@ -1,4 +1,6 @@
 // Shared pieces of the CUDA DAS variants: device geometry tables and the layout changes.
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "das/cuda_common.cuh"
@@ -34,6 +36,27 @@ DeviceGeometry::DeviceGeometry(const PlanData& p) {
   if (!w.empty()) upload(w_tx, w);
   upload(voxel, order);
   upload(elements, p.elements);
+  upload(fast_elements, detail::fast_elements(p.elements));
+  fast = make_fast_params(p.params, coordinate_scale(c));
+}
+
+double coordinate_scale(const DasConfig& c) {
+  double m = 0;
+  for (const auto& v : c.voxels)
+    for (double x : v)
+      m = std::max(m, std::abs(x));
+  for (const auto& v : c.probe.positions)
+    for (double x : v)
+      m = std::max(m, std::abs(x));
+  return m;
+}
+
+std::vector<FastElement> fast_elements(const std::vector<Element>& e) {
+  std::vector<FastElement> f(e.size());
+  for (std::size_t m = 0; m < e.size(); ++m)
+    f[m] = {static_cast<float>(e[m].x), static_cast<float>(e[m].y), static_cast<float>(e[m].z),
+            static_cast<float>(e[m].wx), static_cast<float>(e[m].wy)};
+  return f;
 }
 
 GeometryArgs geometry_args(const DeviceGeometry& g, const DasConfig& c) {
@@ -44,6 +67,7 @@ GeometryArgs geometry_args(const DeviceGeometry& g, const DasConfig& c) {
           g.w_tx.size() ? g.w_tx.data() : nullptr,
           g.voxel.data(),
           g.elements.data(),
+          g.fast_elements.data(),
           static_cast<int>(c.nvoxels()),
           static_cast<int>(c.nrx()),
           static_cast<int>(c.ntx()),
@@ -64,6 +88,9 @@ __device__ __forceinline__ void store(float2* p, float2 v) {
 }
 __device__ __forceinline__ void store(__half2* p, float2 v) {
   *p = __float22half2_rn(v);
+}
+__device__ __forceinline__ void store(__half2* p, float v) {
+  *p = __floats2half2_rn(v, 0.f);
 }
 
 constexpr int kTile = 32, kRows = 8;
@@ -159,6 +186,9 @@ void permute_batch_inner(const void* in, void* out, bool iq, StoreType store_typ
   else if (iq)
     permute_bi_kernel<<<grid, block, 0, s>>>(
         static_cast<const float2*>(in), static_cast<__half2*>(out), batch, nrx, ntx, nsamples, bp);
+  else if (store_type == StoreType::c16)
+    permute_bi_kernel<<<grid, block, 0, s>>>(
+        static_cast<const float*>(in), static_cast<__half2*>(out), batch, nrx, ntx, nsamples, bp);
   else if (store_type == StoreType::f32)
     permute_bi_kernel<<<grid, block, 0, s>>>(
         static_cast<const float*>(in), static_cast<float*>(out), batch, nrx, ntx, nsamples, bp);

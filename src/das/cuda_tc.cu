@@ -149,11 +149,12 @@ class CudaTcExecutor final : public Executor {
     device_synchronize();
   }
 
-  void execute(const PlanData& p, const void* in, std::complex<float>* out,
-               const Stream* stream) override {
+  void execute(const PlanData& p, const void* in, std::complex<float>* out, const Stream* stream,
+               Event* layout_done) override {
     const auto& c = p.config;
     cudaStream_t s = WB_STREAM(stream);
     permute_planar_f16(in, buf_.data(), iq_, c.batch, c.nrx(), nrxp_, c.ntx(), c.nsamples, bp_, s);
+    if (layout_done) layout_done->record(stream);
     const GeometryArgs g = geometry_args(geo_, c);
     auto* o = reinterpret_cast<float2*>(out);
     const dim3 grid(static_cast<unsigned>((c.nvoxels() + 16 * kWarps - 1) / (16 * kWarps)),

@@ -28,13 +28,23 @@ std::vector<Element> make_elements(const DasConfig& config);
 /// samples. order[i] is the voxel computed in slot i.
 std::vector<std::int32_t> locality_order(const std::vector<Vec3>& voxels);
 
+/// Tiles of `tile` voxels (a power of two) for the tensor-core window kernel, whose cost grows
+/// with the spread of sample indices within a tile: on a regular grid (voxels on the lattice of
+/// their distinct coordinates), each tile is a box of the lattice, shaped to minimise its extent
+/// in path length (depth counts twice: transmit and receive), and tiles follow a Morton order;
+/// otherwise locality_order() cut into runs. Returns slots [ntiles * tile] of voxel indices,
+/// -1 for an empty slot (at grid edges); every voxel appears exactly once.
+std::vector<std::int32_t> tile_order(const std::vector<Vec3>& voxels, int tile);
+
 class Executor {
  public:
   virtual ~Executor() = default;
   /// `in`: float [batch][nrx][ntx][nsamples] (RF) or complex<float> (IQ), in the plan's memory
   /// space; out: [batch][nvoxels]. Shapes and spaces are already checked by the plan.
+  /// `layout_done` (CUDA, may be null) is recorded on the stream between the layout change of
+  /// the input and the beamforming kernel, for timing each (right away when there is none).
   virtual void execute(const PlanData& plan, const void* in, std::complex<float>* out,
-                       const Stream* stream) = 0;
+                       const Stream* stream, Event* layout_done) = 0;
 };
 
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
@@ -42,5 +52,6 @@ std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_cuda_bl_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_cuda_bi_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_cuda_tc_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_cuda_tcw_executor(const PlanData& plan);
 
 }  // namespace warpbeam::das::detail

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <type_traits>
 
 #include "das/executor.hpp"
 #include "warpbeam/das.hpp"
@@ -20,6 +21,8 @@ std::string_view to_string(Algorithm a) {
       return "bi";
     case Algorithm::tensor_core:
       return "tc";
+    case Algorithm::tensor_core_window:
+      return "tcw";
   }
   return "?";
 }
@@ -46,7 +49,8 @@ Algorithm parse_algorithm(std::string_view s) {
   if (s == "bl" || s == "baseline") return Algorithm::baseline;
   if (s == "bi" || s == "batch_inner") return Algorithm::batch_inner;
   if (s == "tc" || s == "tensor_core") return Algorithm::tensor_core;
-  fail(ErrorCategory::invalid_argument, "algorithm '{}' is not one of auto, bl, bi, tc", s);
+  if (s == "tcw" || s == "tensor_core_window") return Algorithm::tensor_core_window;
+  fail(ErrorCategory::invalid_argument, "algorithm '{}' is not one of auto, bl, bi, tc, tcw", s);
 }
 Storage parse_storage(std::string_view s) {
   if (s == "fp32") return Storage::fp32;
@@ -169,6 +173,13 @@ void DasConfig::validate() const {
     fail(ErrorCategory::invalid_argument,
          "tuning.threads_per_block = {} must be a multiple of 32 in [64, 256]",
          tuning.threads_per_block);
+  if (tuning.warp_frames != 0 && tuning.warp_frames != 32 && tuning.warp_frames != 64 &&
+      tuning.warp_frames != 128)
+    fail(ErrorCategory::invalid_argument, "tuning.warp_frames = {} must be 32, 64 or 128",
+         tuning.warp_frames);
+  if (tuning.delay_bits != 0 && tuning.delay_bits != 32 && tuning.delay_bits != 64)
+    fail(ErrorCategory::invalid_argument, "tuning.delay_bits = {} must be 32 or 64",
+         tuning.delay_bits);
   require_range("threads", threads, 0, 4096);
 }
 
@@ -235,6 +246,18 @@ std::vector<std::int32_t> locality_order(const std::vector<Vec3>& voxels) {
 
 }  // namespace detail
 
+Algorithm automatic_algorithm(const DasConfig& c) {
+  // The storage is the caller's precision choice; within it, the fastest variant measured on the
+  // H200 (docs/PERFORMANCE.md). Batch-inner and the tensor-core window kernel work on blocks of
+  // 32 frames (fp16 IQ) and waste most of a block on a few frames: BL below 8 frames.
+  // fp32 (round 1, U1 and U2): BI over BL by 1.6x and 1.15x. fp16 (round 1): BI fastest of
+  // BL, BI, TC; TCW is new in round 2, chosen on its predicted cost (3-6x fewer L1 bytes and
+  // instructions per point than BI) until measured.
+  if (c.batch < 8) return Algorithm::baseline;
+  if (c.storage == Storage::fp16 && c.batch >= 16) return Algorithm::tensor_core_window;
+  return Algorithm::batch_inner;
+}
+
 DasPlan::DasPlan(DasConfig config, Backend backend)
     : config_(std::move(config)), backend_(resolve_backend(backend)) {
   config_.validate();
@@ -253,10 +276,7 @@ DasPlan::DasPlan(DasConfig config, Backend backend)
   const detail::PlanData data{config_, tx_delays_, *params_, elements_};
   if (backend_ == Backend::cuda) {
     algorithm_ = config_.algorithm;
-    if (algorithm_ == Algorithm::automatic)
-      // Batch-inner needs enough frames to fill its lanes; the measured crossover is in
-      // docs/PERFORMANCE.md.
-      algorithm_ = config_.batch >= 8 ? Algorithm::batch_inner : Algorithm::baseline;
+    if (algorithm_ == Algorithm::automatic) algorithm_ = automatic_algorithm(config_);
 #ifdef WARPBEAM_HAVE_CUDA
     switch (algorithm_) {
       case Algorithm::baseline:
@@ -267,6 +287,9 @@ DasPlan::DasPlan(DasConfig config, Backend backend)
         break;
       case Algorithm::tensor_core:
         exec_ = detail::make_cuda_tc_executor(data);
+        break;
+      case Algorithm::tensor_core_window:
+        exec_ = detail::make_cuda_tcw_executor(data);
         break;
       case Algorithm::automatic:
         break;
@@ -292,30 +315,66 @@ double DasPlan::points() const {
          static_cast<double>(config_.ntx()) * static_cast<double>(config_.batch);
 }
 
+namespace {
+
+// The checks of execute(): sample type, shapes and memory spaces.
+template <class T>
+void check_views(const DasPlan& plan, const View<T, 4>& in,
+                 const View<std::complex<float>, 2>& out) {
+  constexpr bool iq = std::is_same_v<std::remove_const_t<T>, std::complex<float>>;
+  if (iq && plan.config().sample_type != SampleType::iq)
+    fail(ErrorCategory::invalid_argument, "this plan is for RF data: pass real samples");
+  if (!iq && plan.config().sample_type != SampleType::rf)
+    fail(ErrorCategory::invalid_argument, "this plan is for IQ data: pass complex samples");
+  const Space space = plan.backend() == Backend::cuda ? Space::device : Space::host;
+  require_view(in, plan.input_shape(), space, iq ? "DAS input (IQ)" : "DAS input (RF)");
+  require_view(out, plan.output_shape(), space, "DAS output");
+}
+
+}  // namespace
+
 void DasPlan::execute(View<const float, 4> rf, View<std::complex<float>, 2> out,
                       const Stream* stream) const {
-  if (config_.sample_type != SampleType::rf)
-    fail(ErrorCategory::invalid_argument, "this plan is for IQ data: pass complex samples");
-  const Space space = backend_ == Backend::cuda ? Space::device : Space::host;
-  require_view(rf, input_shape(), space, "DAS input (RF)");
-  require_view(out, output_shape(), space, "DAS output");
+  check_views(*this, rf, out);
   run(rf.data, out.data, stream);
 }
 
 void DasPlan::execute(View<const std::complex<float>, 4> iq, View<std::complex<float>, 2> out,
                       const Stream* stream) const {
-  if (config_.sample_type != SampleType::iq)
-    fail(ErrorCategory::invalid_argument, "this plan is for RF data: pass real samples");
-  const Space space = backend_ == Backend::cuda ? Space::device : Space::host;
-  require_view(iq, input_shape(), space, "DAS input (IQ)");
-  require_view(out, output_shape(), space, "DAS output");
+  check_views(*this, iq, out);
   run(iq.data, out.data, stream);
 }
 
-void DasPlan::run(const void* in, std::complex<float>* out, const Stream* stream) const {
+DasPlan::Timing DasPlan::execute_timed(View<const float, 4> rf, View<std::complex<float>, 2> out,
+                                       const Stream* stream) const {
+  check_views(*this, rf, out);
+  return run_timed(rf.data, out.data, stream);
+}
+
+DasPlan::Timing DasPlan::execute_timed(View<const std::complex<float>, 4> iq,
+                                       View<std::complex<float>, 2> out,
+                                       const Stream* stream) const {
+  check_views(*this, iq, out);
+  return run_timed(iq.data, out.data, stream);
+}
+
+void DasPlan::run(const void* in, std::complex<float>* out, const Stream* stream,
+                  Event* layout_done) const {
   if (!exec_) fail(ErrorCategory::unsupported, "this build has no CUDA backend");
   const detail::PlanData data{config_, tx_delays_, *params_, elements_};
-  exec_->execute(data, in, out, stream);
+  exec_->execute(data, in, out, stream, layout_done);
+}
+
+DasPlan::Timing DasPlan::run_timed(const void* in, std::complex<float>* out,
+                                   const Stream* stream) const {
+  if (backend_ != Backend::cuda)
+    fail(ErrorCategory::unsupported, "execute_timed() times CUDA events: use the cuda backend");
+  Event start, layout, end;
+  start.record(stream);
+  run(in, out, stream, &layout);
+  end.record(stream);
+  end.synchronize();
+  return {layout.elapsed_ms_since(start), end.elapsed_ms_since(layout)};
 }
 
 }  // namespace warpbeam::das

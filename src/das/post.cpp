@@ -2,9 +2,14 @@
 // log compression, 8-bit B-mode levels and slices of volumes. Formulas and sources in das.hpp.
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <complex>
 #include <vector>
+
+#ifdef WARPBEAM_HAVE_FFTW3F
+#include <fftw3.h>
+#endif
 
 #include "warpbeam/das.hpp"
 #include "warpbeam/format.hpp"
@@ -151,6 +156,69 @@ std::vector<float> envelope(const std::complex<float>* data, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i)
     env[i] = std::abs(data[i]);
   return env;
+}
+
+std::vector<float> envelope_along_depth(const float* rf, std::int64_t batch, std::int64_t nz,
+                                        std::int64_t ny, std::int64_t nx) {
+  if (batch < 1 || nz < 2 || ny < 1 || nx < 1)
+    fail(ErrorCategory::invalid_argument,
+         "envelope along depth: shape [{}][{}][{}][{}] needs >= 1 frame, >= 2 depths, >= 1 x, y",
+         batch, nz, ny, nx);
+#ifdef WARPBEAM_HAVE_FFTW3F
+  const std::int64_t cols = ny * nx, per = nz * cols;
+  if (nz > INT32_MAX || cols > INT32_MAX)
+    fail(ErrorCategory::invalid_argument, "envelope along depth: {} x {} is too large", nz, cols);
+  auto* buf = static_cast<fftwf_complex*>(fftwf_malloc(sizeof(fftwf_complex) * per));
+  if (!buf)
+    fail(ErrorCategory::io, "cannot allocate {} bytes for FFTW", sizeof(fftwf_complex) * per);
+  // Every (y, x) column is a transform of length nz with stride `cols`; in place.
+  int n = static_cast<int>(nz);
+  const int stride = static_cast<int>(cols);
+  fftwf_plan fwd = fftwf_plan_many_dft(1, &n, stride, buf, nullptr, stride, 1, buf, nullptr, stride,
+                                       1, FFTW_FORWARD, FFTW_ESTIMATE);
+  fftwf_plan inv = fftwf_plan_many_dft(1, &n, stride, buf, nullptr, stride, 1, buf, nullptr, stride,
+                                       1, FFTW_BACKWARD, FFTW_ESTIMATE);
+  std::vector<float> env(static_cast<std::size_t>(batch * per));
+  if (!fwd || !inv) {
+    fftwf_free(buf);
+    fail(ErrorCategory::unsupported, "FFTW could not plan {} transforms of {} points", cols, nz);
+  }
+  // One-sided spectrum: DC (and Nyquist for even nz) kept, positive frequencies doubled,
+  // negative ones zeroed; the 1/nz of the inverse transform folded in.
+  std::vector<float> h(static_cast<std::size_t>(nz), 0.f);
+  h[0] = 1.f;
+  for (std::int64_t k = 1; k < (nz + 1) / 2; ++k)
+    h[k] = 2.f;
+  if (nz % 2 == 0) h[nz / 2] = 1.f;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const float* x = rf + b * per;
+    for (std::int64_t i = 0; i < per; ++i) {
+      buf[i][0] = x[i];
+      buf[i][1] = 0.f;
+    }
+    fftwf_execute(fwd);
+    for (std::int64_t k = 0; k < nz; ++k) {
+      const float g = h[k] / static_cast<float>(nz);
+      for (std::int64_t c = 0; c < cols; ++c) {
+        buf[k * cols + c][0] *= g;
+        buf[k * cols + c][1] *= g;
+      }
+    }
+    fftwf_execute(inv);
+    float* e = env.data() + b * per;
+    for (std::int64_t i = 0; i < per; ++i)
+      e[i] = std::hypot(buf[i][0], buf[i][1]);
+  }
+  fftwf_destroy_plan(fwd);
+  fftwf_destroy_plan(inv);
+  fftwf_free(buf);
+  return env;
+#else
+  (void)rf;
+  fail(ErrorCategory::unsupported,
+       "the envelope of beamformed RF (analytic signal along depth) needs FFTW3F, which this "
+       "build lacks; beamform I/Q instead");
+#endif
 }
 
 std::vector<float> log_compress(const std::vector<float>& env, double dynamic_range_db,

@@ -60,6 +60,14 @@ class CudaExecutor final : public Executor {
     run(p, in, OutputTarget{out, 32, 1.0f, 0.0f}, stream);
   }
 
+  void execute_channel_major(const PlanData& p, const float* in, std::int64_t stride, float* out,
+                             const Stream* stream) override {
+    if (!p.config.channel_major || algorithm_ != Algorithm::tiled)
+      fail(ErrorCategory::invalid_argument, "channel-major input needs a channel_major tiled plan");
+    launch_tiles(p, in, stride, OutputTarget{out, 32, 1.0f, 0.0f}, stream);
+    if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  }
+
   bool execute_scaled(const PlanData& p, const std::uint8_t* in, void* out, int out_nbits,
                       const OutputScaling& s, const Stream* stream) override {
     run(p, in, OutputTarget{out, out_nbits, s.scale, s.offset}, stream);
@@ -110,8 +118,9 @@ class CudaExecutor final : public Executor {
     chan_row_ = upload(chan_row);
     // Scratch rows: codes (1 byte) for nbits <= 8, float32 otherwise; padded past nsamples_in
     // (zeros, set once here; the corner turn never writes them) so that staging may read a
-    // whole window past a row's last sample.
+    // whole window past a row's last sample. Channel-major input is its own scratch.
     float_codes_ = c.nbits > 8;
+    if (c.channel_major) return;
     const std::int64_t n = c.nsamples_in;
     stride_ = float_codes_ ? (n + 4 + 3) / 4 * 4 : (n + 8 + 15) / 16 * 16;
     const std::size_t elem = float_codes_ ? 4 : 1;
@@ -123,6 +132,9 @@ class CudaExecutor final : public Executor {
   void run(const PlanData& p, const std::uint8_t* in, const OutputTarget& out,
            const Stream* stream) {
     const auto& c = p.config;
+    if (c.channel_major)
+      fail(ErrorCategory::invalid_argument,
+           "this plan takes channel-major float32 input: call execute_channel_major()");
     const std::int64_t row_bytes = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
     if (c.nbits >= 16 && reinterpret_cast<std::uintptr_t>(in) % (c.nbits / 8) != 0)
       fail(ErrorCategory::invalid_argument,
@@ -161,33 +173,42 @@ class CudaExecutor final : public Executor {
         t.stride = stride_;
         launch_transpose(t, stream);
       }
-      TileArgs a;
-      a.scratch = scratch_.data();
-      a.stride = stride_;
-      a.float_codes = float_codes_;
-      a.nused = nused_;
-      a.ndm = static_cast<int>(c.dms.size());
-      a.nsamples_out = p.nsamples_out;
-      a.delays = compact_.data();
-      a.base = base_.data();
-      a.span = span_.data();
-      a.dms_per_block = geo_.dms_per_block;
-      a.lanes = geo_.lanes;
-      a.samples_per_thread = geo_.samples_per_thread;
-      a.channels_per_stage = geo_.channels_per_stage;
-      a.row_words = geo_.row_words;
-      a.ndm_tiles = geo_.ndm_tiles;
-      a.ntime_tiles = geo_.ntime_tiles;
-      a.smem_bytes = geo_.smem_bytes;
-      a.stages_per_flush = geo_.stages_per_flush;
-      a.sign_flip = sign_flip;
-      a.out = out;
-      if (algorithm_ == Algorithm::packed)
-        launch_packed(a, stream);
-      else
-        launch_tiled(a, stream);
+      launch_tiles(p, scratch_.data(), stride_, out, stream);
     }
     if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  }
+
+  // The tiled or packed kernel on corner-turned rows [nused][stride] (codes or float32).
+  void launch_tiles(const PlanData& p, const void* rows, std::int64_t stride,
+                    const OutputTarget& out, const Stream* stream) {
+    const auto& c = p.config;
+    const unsigned sign_flip =
+        (c.is_signed && c.nbits > 1 && c.nbits <= 8) ? 1u << (c.nbits - 1) : 0u;
+    TileArgs a;
+    a.scratch = rows;
+    a.stride = stride;
+    a.float_codes = float_codes_;
+    a.nused = nused_;
+    a.ndm = static_cast<int>(c.dms.size());
+    a.nsamples_out = p.nsamples_out;
+    a.delays = compact_.data();
+    a.base = base_.data();
+    a.span = span_.data();
+    a.dms_per_block = geo_.dms_per_block;
+    a.lanes = geo_.lanes;
+    a.samples_per_thread = geo_.samples_per_thread;
+    a.channels_per_stage = geo_.channels_per_stage;
+    a.row_words = geo_.row_words;
+    a.ndm_tiles = geo_.ndm_tiles;
+    a.ntime_tiles = geo_.ntime_tiles;
+    a.smem_bytes = geo_.smem_bytes;
+    a.stages_per_flush = geo_.stages_per_flush;
+    a.sign_flip = sign_flip;
+    a.out = out;
+    if (algorithm_ == Algorithm::packed)
+      launch_packed(a, stream);
+    else
+      launch_tiled(a, stream);
   }
 
   Algorithm algorithm_;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "warpbeam/core.hpp"
 #include "warpbeam/dedisp.hpp"
 
 namespace warpbeam::dedisp::detail {
@@ -29,6 +30,12 @@ class Executor {
                               int /*out_nbits*/, const OutputScaling& /*scaling*/,
                               const Stream* /*stream*/) {
     return false;
+  }
+  /// Channel-major float32 input [nchans][stride] (DedispersionPlan::execute_channel_major).
+  virtual void execute_channel_major(const PlanData& /*plan*/, const float* /*in*/,
+                                     std::int64_t /*stride*/, float* /*out*/,
+                                     const Stream* /*stream*/) {
+    fail(ErrorCategory::unsupported, "this backend has no channel-major input");
   }
   /// The kernel variant and tile sizes that run (defaults: the config's).
   virtual Algorithm algorithm(const PlanData& plan) const { return plan.config.algorithm; }

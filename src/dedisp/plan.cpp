@@ -38,6 +38,17 @@ void DedispersionConfig::validate() const {
   require_range("threads", threads, 0, 4096);
   require_range("cpu_tuning.dms_per_tile", cpu_tuning.dms_per_tile, 0, 4096);
   require_range("cpu_tuning.samples_per_tile", cpu_tuning.samples_per_tile, 0, 1 << 20);
+  if (channel_major) {
+    if (nbits != 32)
+      fail(ErrorCategory::invalid_argument,
+           "channel_major input must be float32 (nbits 32), not {}", nbits);
+    if (std::count(killmask.begin(), killmask.end(), 0) > 0)
+      fail(ErrorCategory::invalid_argument,
+           "channel_major input takes no killmask: zero the zapped channels' rows instead");
+    if (algorithm != Algorithm::automatic && algorithm != Algorithm::tiled)
+      fail(ErrorCategory::invalid_argument, "channel_major input runs the tiled kernel, not {}",
+           to_string(algorithm));
+  }
 }
 
 std::vector<std::int32_t> delay_table(const DedispersionConfig& c) {
@@ -86,8 +97,32 @@ void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<float, 2> ou
   const Space space = backend_ == Backend::cuda ? Space::device : Space::host;
   require_view(in, {config_.nsamples_in, row_bytes()}, space, "dedispersion input");
   require_view(out, {ndms(), nsamples_out()}, space, "dedispersion output");
+  if (config_.channel_major)
+    fail(ErrorCategory::invalid_argument,
+         "this plan takes channel-major float32 input: call execute_channel_major()");
   const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
   exec_->execute(data, in.data, out.data, stream);
+}
+
+void DedispersionPlan::execute_channel_major(View<const float, 2> in, View<float, 2> out,
+                                             const Stream* stream) const {
+  if (!config_.channel_major)
+    fail(ErrorCategory::invalid_argument,
+         "execute_channel_major() needs a plan made with config.channel_major");
+  if (backend_ != Backend::cuda)
+    fail(ErrorCategory::unsupported, "channel-major input is a CUDA path");
+  if (in.space != Space::device || in.data == nullptr)
+    fail(ErrorCategory::invalid_argument, "channel-major input: device memory expected");
+  if (in.shape[0] != config_.nchans || in.shape[1] != config_.nsamples_in || in.strides[1] != 1 ||
+      in.strides[0] < config_.nsamples_in)
+    fail(ErrorCategory::invalid_argument,
+         "channel-major input has shape [{}][{}] and strides {{{}, {}}}; expected [{}][{}] with "
+         "strides {{>= {}, 1}}",
+         in.shape[0], in.shape[1], in.strides[0], in.strides[1], config_.nchans,
+         config_.nsamples_in, config_.nsamples_in);
+  require_view(out, {ndms(), nsamples_out()}, Space::device, "dedispersion output");
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  exec_->execute_channel_major(data, in.data, in.strides[0], out.data, stream);
 }
 
 namespace {
@@ -97,6 +132,9 @@ template <class T>
 void execute_quantised(const DedispersionPlan& plan, detail::Executor& exec,
                        const detail::PlanData& data, View<const std::uint8_t, 2> in, View<T, 2> out,
                        const OutputScaling& scaling, const Stream* stream) {
+  if (plan.config().channel_major)
+    fail(ErrorCategory::invalid_argument,
+         "this plan takes channel-major float32 input: call execute_channel_major()");
   const Space space = plan.backend() == Backend::cuda ? Space::device : Space::host;
   constexpr int out_nbits = 8 * sizeof(T);
   require_view(in, {plan.config().nsamples_in, plan.row_bytes()}, space, "dedispersion input");

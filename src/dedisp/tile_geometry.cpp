@@ -98,8 +98,8 @@ TileGeometry plan_tile_geometry(Algorithm algorithm, const CudaTuning& req,
          nused, nsamples_out);
   TileGeometry g;
   g.algorithm = algorithm;
-  g.samples_per_thread = req.samples_per_thread ? req.samples_per_thread : kDefaultSamplesPerThread;
-  int bd = kDefaultDmsPerBlock, tx = kDefaultLanes;
+  const DefaultTile def = default_tile(algorithm);
+  int bd = def.dms_per_block, tx = def.lanes;
   if (req.dms_per_block && req.threads_per_block) {
     bd = req.dms_per_block;
     tx = req.threads_per_block / bd;
@@ -112,6 +112,12 @@ TileGeometry plan_tile_geometry(Algorithm algorithm, const CudaTuning& req,
   } else if (req.threads_per_block) {
     bd = req.threads_per_block / 32;
   }
+  // K = 32 needs <= 512 threads (registers): a default K yields to a larger requested block.
+  g.samples_per_thread = req.samples_per_thread ? req.samples_per_thread
+                         : tx * bd > 512        ? std::min(def.samples_per_thread, 16)
+                                                : def.samples_per_thread;
+  if (!req.dms_per_block && !req.threads_per_block && g.samples_per_thread >= 32 && tx * bd > 512)
+    bd = 512 / tx;  // ... and a default block yields to a requested K = 32
   const int max_threads = g.samples_per_thread >= 32 ? 512 : 1024;
   if (tx * bd > max_threads)
     fail(ErrorCategory::invalid_argument,

@@ -20,11 +20,22 @@
 
 namespace warpbeam::dedisp::detail {
 
-/// Defaults until the H200 sweep picks better ones (docs/PERFORMANCE.md): 16 DMs x 512 samples
-/// per block, 512 threads of 16 registers-resident samples each.
-inline constexpr int kDefaultDmsPerBlock = 16;
-inline constexpr int kDefaultSamplesPerThread = 16;
-inline constexpr int kDefaultLanes = 32;
+/// Default tile of one kernel variant: the winners of the D1 sweep on the H200 (8-bit, 1024
+/// channels, 1122 DMs; docs/PERFORMANCE.md): packed 32 DMs x 16 samples per thread x 32 lanes
+/// (1024 threads, 0.143 s against 0.151 s for 16 x 16 x 32); tiled 16 DMs x 32 samples x 32
+/// lanes (512 threads, 0.197 s against 0.221 s). The tiled kernel stages float32 rows for every
+/// nbits, so its inner loop is the same for float input.
+struct DefaultTile {
+  int dms_per_block;
+  int samples_per_thread;
+  int lanes;
+};
+inline constexpr DefaultTile kDefaultPackedTile{32, 16, 32};
+inline constexpr DefaultTile kDefaultTiledTile{16, 32, 32};
+/// The default tile of `algorithm` (tiled or packed).
+inline constexpr DefaultTile default_tile(Algorithm algorithm) {
+  return algorithm == Algorithm::packed ? kDefaultPackedTile : kDefaultTiledTile;
+}
 /// Channels summed in 16-bit lanes between flushes: 256 * 255 = 65280 <= 65535, so an 8-bit
 /// (or narrower) code can never overflow its lane.
 inline constexpr int kPackedFlushChannels = 256;
@@ -81,7 +92,8 @@ struct TileGeometry {
   std::string describe() const;
 };
 
-/// Resolves `requested` (0 = default) for `algorithm` (tiled or packed) on this shape:
+/// Resolves `requested` (0 = default_tile(algorithm); samples_per_thread defaults to at most 16
+/// when the requested DMs and lanes make more than 512 threads) on this shape:
 /// dms_per_block is capped at ndm and halved until one channel's rows fit in `limits.per_block`;
 /// channels_per_stage (0 = automatic) fills the block's share of the SM's shared memory at 1024
 /// threads per SM, in a multiple of the block's warps when one fits, at most 64 and nused.

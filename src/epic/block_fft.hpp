@@ -253,6 +253,59 @@ WB_HD void block_fft_pass1(V (&x)[16], int q, Twiddle&& twiddle, Store&& store) 
   }
 }
 
+/// Pass 1 kept in registers: the 16-point DFT (inputs p >= M are zero) and the twiddles
+/// w_N^(q k1); register k1 then holds what exchange slot k1 of thread q receives. The exchange and
+/// pass 2 follow in H phases (block_fft_exchange_store / block_fft_exchange_load).
+template <int N, int M, class V, class Twiddle>
+WB_HD void block_fft_pass1_regs(V (&x)[16], int q, Twiddle&& twiddle) {
+  using F = BlockFft<N>;
+  dft16<M>(x);
+  WB_UNROLL
+  for (int k1 = 1; k1 < 16; ++k1)
+    x[k1] = twiddle(x[k1], F::twiddle_exponent(q, k1));
+}
+
+/// The exchange in H phases (H = 1, or 2 when Q <= 8), so that the exchange area holds 16 / H
+/// first-pass rows, not 16: in phase h every thread stores its registers k1 in
+/// [16 h / H, 16 (h + 1) / H) (store(slot, value), slot < 16 L / H), then, after a warp barrier,
+/// loads the second-pass rows q + Q j that lie in that range, which are exactly the registers
+/// j Q + k2 it stored in this phase (Q <= 8), so the outputs overwrite nothing still to be
+/// stored. A barrier must also separate phase h's loads from phase h + 1's stores.
+template <int N, int H>
+struct BlockExchange {
+  using F = BlockFft<N>;
+  static constexpr int kRows = 16 / H;  // first-pass rows held per phase
+  static constexpr int kJ = F::kJ / H;  // second-pass DFTs per thread per phase
+  static constexpr int kSlots = kRows * F::kL;
+  static_assert(H == 1 || (H == 2 && F::kQ <= 8), "two phases need Q <= 8");
+};
+
+template <int N, int H, class V, class Store>
+WB_HD void block_fft_exchange_store(const V (&x)[16], int q, int h, Store&& store) {
+  using E = BlockExchange<N, H>;
+  WB_UNROLL
+  for (int k = 0; k < E::kRows; ++k)
+    store(BlockFft<N>::exchange_index(q, k), x[h * E::kRows + k]);
+}
+
+template <int N, int H, class V, class Load>
+WB_HD void block_fft_exchange_load(V (&x)[16], int q, int h, Load&& load) {
+  using F = BlockFft<N>;
+  using E = BlockExchange<N, H>;
+  WB_UNROLL
+  for (int jj = 0; jj < E::kJ; ++jj) {
+    const int j = h * E::kJ + jj;
+    V t[F::kQ];
+    WB_UNROLL
+    for (int qq = 0; qq < F::kQ; ++qq)
+      t[qq] = load(F::exchange_index(qq, F::second_pass_row(q, j) - h * E::kRows));
+    dft_small<F::kQ>(t);
+    WB_UNROLL
+    for (int k2 = 0; k2 < F::kQ; ++k2)
+      x[j * F::kQ + k2] = t[k2];
+  }
+}
+
 /// Pass 2 for thread q (after every thread of the transform finished pass 1): `load` the
 /// values of its second-pass rows and do the Q-point DFTs; register r then holds
 /// X[BlockFft<N>::output_index(q, r)].

@@ -69,14 +69,21 @@ struct DeviceTables {
 };
 
 /// out[c][k][y][x] = (raw[c][k][q][p] - sum_i autos[c][used_i][k] ay_i(q) ax_i(p)) corr(q, p),
-/// (y, x) = ((q + N/2) mod N, (p + N/2) mod N). raw: [nchan][4][N][N] FFT order (fp32 sums of
-/// the products); autos: [nchan][nstand][4] (XX, YY, Re XY, Im XY per stand).
-void launch_finalize(const PlanTables& t, const DeviceTables& d, const float* raw,
-                     const float4* autos, float* out, cudaStream_t stream);
+/// (y, x) = ((q + N/2) mod N, (p + N/2) mod N). raw: [nchan][nparts][4][N][N] FFT order (sums of
+/// the products over parts of the gulp, added here; fp32 from the fused kernel, fp64 from the
+/// multi-kernel path); autos: [nchan][nparts][nstand][4] (XX, YY, Re XY, Im XY per stand, fp64).
+/// The autocorrelation image is summed in fp32 over blocks of 16 antennas and in fp64 across
+/// blocks, and subtracted in fp64: it cancels most of XX* and YY*, so its rounding must not grow
+/// with the number of antennas.
+void launch_finalize(const PlanTables& t, const DeviceTables& d, const float* raw, int nparts,
+                     const double* autos, float* out, cudaStream_t stream);
+void launch_finalize(const PlanTables& t, const DeviceTables& d, const double* raw,
+                     const double* autos, float* out, cudaStream_t stream);
 
-/// autos[c][s] = sum_t of the calibrated voltages' XX, YY, Re XY*, Im XY* (fp32), for every
-/// stand (0 for stands not gridded: their calibration is 0).
-void launch_autos(const PlanTables& t, const DeviceTables& d, const std::uint8_t* in, float4* autos,
+/// autos[c][s][4] = sum_t of the calibrated voltages' XX, YY, Re XY*, Im XY*, for every stand (0
+/// for stands not gridded: their calibration is 0): fp32 over blocks of 16 spectra, fp64 across
+/// blocks, so that the rounding does not grow with the gulp.
+void launch_autos(const PlanTables& t, const DeviceTables& d, const std::uint8_t* in, double* autos,
                   cudaStream_t stream);
 
 }  // namespace warpbeam::epic::detail

@@ -90,44 +90,57 @@ __global__ void gather_kernel(const std::uint8_t* __restrict__ in, std::int64_t 
   }
 }
 
-// One thread per (pixel, channel): accumulate the batch's products. raw: [nchan][4][N*N].
+// One thread per (pixel, channel): accumulate the batch's products. raw: [nchan][4][N*N] fp64.
+// The products are summed in fp32 over blocks of kMacBlock spectra and the block sums in fp64,
+// so that the rounding does not grow with the gulp: XX* and YY* lose most of their value to the
+// autocorrelation subtraction (by ~sqrt(spectra)), and a plain fp32 sum over a 1000-spectrum gulp
+// would leave ~2e-5 of the image's maximum there (DESIGN: 1e-5 for fp32 paths).
+constexpr int kMacBlock = 16;
+
 __global__ void mac_kernel(const float2* __restrict__ grid, int batch, int ncell, bool first,
-                           float* __restrict__ raw) {
+                           double* __restrict__ raw) {
   const int pix = blockIdx.x * blockDim.x + threadIdx.x;
   const int c = blockIdx.y;
   if (pix >= ncell) return;
-  float xx = 0, yy = 0, xyr = 0, xyi = 0;
-  for (int t = 0; t < batch; ++t) {
-    const float2* g = grid + ((static_cast<std::size_t>(c) * batch + t) * 2) * ncell;
-    const float2 x = g[pix], y = g[ncell + pix];
-    xx += x.x * x.x + x.y * x.y;
-    yy += y.x * y.x + y.y * y.y;
-    xyr += x.x * y.x + x.y * y.y;
-    xyi += x.y * y.x - x.x * y.y;
+  double d[4] = {0, 0, 0, 0};
+  for (int t0 = 0; t0 < batch; t0 += kMacBlock) {
+    const int t1 = min(batch, t0 + kMacBlock);
+    float xx = 0, yy = 0, xyr = 0, xyi = 0;
+    for (int t = t0; t < t1; ++t) {
+      const float2* g = grid + ((static_cast<std::size_t>(c) * batch + t) * 2) * ncell;
+      const float2 x = g[pix], y = g[ncell + pix];
+      xx += x.x * x.x + x.y * x.y;
+      yy += y.x * y.x + y.y * y.y;
+      xyr += x.x * y.x + x.y * y.y;
+      xyi += x.y * y.x - x.x * y.y;
+    }
+    d[0] += xx, d[1] += yy, d[2] += xyr, d[3] += xyi;
   }
-  float* r = raw + static_cast<std::size_t>(c) * 4 * ncell + pix;
-  if (first) {
-    r[0] = xx, r[ncell] = yy, r[2 * ncell] = xyr, r[3 * ncell] = xyi;
-  } else {
-    r[0] += xx, r[ncell] += yy, r[2 * ncell] += xyr, r[3 * ncell] += xyi;
-  }
+  double* r = raw + static_cast<std::size_t>(c) * 4 * ncell + pix;
+  for (int k = 0; k < 4; ++k)
+    r[k * ncell] = first ? d[k] : r[k * ncell] + d[k];
 }
 
 class MultikernelExecutor final : public Executor {
  public:
   MultikernelExecutor(const EpicConfig& c, const PlanTables& t) : t_(t), dev_(t) {
     const std::int64_t ncell = std::int64_t{t.n} * t.n;
-    // Batch: the tuned value, else as many spectra as keep the grids within 1 GiB.
+    // Batch: the tuned value, else as many spectra as keep the grids within 4 GiB (and a quarter
+    // of the free device memory). Each batch reads and writes the fp64 sums once (E3: 277 MB),
+    // so larger batches keep that traffic small (E3: 29 spectra per batch, ~5 ms per gulp).
     const std::int64_t per_spectrum = std::int64_t{t.nchan} * 2 * ncell * 8;
-    std::int64_t b = c.multikernel.batch > 0
-                         ? c.multikernel.batch
-                         : std::max<std::int64_t>(1, (1ll << 30) / per_spectrum);
+    std::size_t free_bytes = 0, total_bytes = 0;
+    WB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const std::int64_t budget =
+        std::min<std::int64_t>(4ll << 30, static_cast<std::int64_t>(free_bytes / 4));
+    std::int64_t b = c.multikernel.batch > 0 ? c.multikernel.batch
+                                             : std::max<std::int64_t>(1, budget / per_spectrum);
     batch_ = static_cast<int>(std::min<std::int64_t>(b, t.ntime));
     tail_ = static_cast<int>(t.ntime % batch_);
     build_gather_tables();
     grid_ = DeviceArray<float2>(static_cast<std::size_t>(per_spectrum / 8) * batch_);
-    raw_ = DeviceArray<float>(static_cast<std::size_t>(t.nchan) * 4 * ncell);
-    autos_ = DeviceArray<float4>(static_cast<std::size_t>(t.nchan) * t.nstand);
+    raw_ = DeviceArray<double>(static_cast<std::size_t>(t.nchan) * 4 * ncell);
+    autos_ = DeviceArray<double>(static_cast<std::size_t>(t.nchan) * t.nstand * 4);
     make_plan(plan_, t.n, static_cast<long long>(t.nchan) * 2 * batch_);
     if (tail_) make_plan(tail_plan_, t.n, static_cast<long long>(t.nchan) * 2 * tail_);
   }
@@ -176,8 +189,8 @@ class MultikernelExecutor final : public Executor {
   DeviceArray<std::uint32_t> offsets_, base_;
   DeviceArray<Entry> entries_;
   DeviceArray<float2> grid_;
-  DeviceArray<float> raw_;
-  DeviceArray<float4> autos_;
+  DeviceArray<double> raw_;
+  DeviceArray<double> autos_;
   CufftPlan plan_, tail_plan_;
 };
 

@@ -9,7 +9,7 @@
 //     R (rows >= R are zero and skipped); each row's 16-register inputs are gathered from the
 //     antennas (columns >= A are zero and pruned); output column k is scaled by 1/N and stored
 //     in the column buffer of the block that owns k (distributed shared memory);
-//  3. cluster barrier;
+//  3. cluster barrier (split: the voltages of batch b + 2 are unpacked between arrive and wait);
 //  4. column stage: each block transforms its NC columns (rows >= A are zero and pruned) and
 //     accumulates XX*, YY*, XY* of its pixels in fp32 registers (or XY* in shared memory).
 // Every transform is a BlockFft<N> over Q = N / 16 threads.
@@ -37,9 +37,24 @@ struct FusedLayout {
   // Column buffer pitch (8-byte elements): NC + 16/Q makes a half-warp's loads (16/Q columns x
   // Q rows) hit 16 different bank pairs.
   static constexpr int kLdc = kNC + 16 / kQ;
-  // Exchange area per transform: 16 rows of pitch Q + 1, padded to = Q (mod 16) so that the two
-  // (or four) transforms of a half-warp fall on different banks.
-  static constexpr int kScratchPerFft = 16 * Fft::kL + (kQ % 16);
+  // The exchange runs in kH phases of 16 / kH first-pass rows (block_fft.hpp). Two phases
+  // halve the exchange area (N = 128: 76 -> 38 KiB), which N = 128 needs to hold the gather
+  // tables beside two spectra per pass or XY* in shared memory; elsewhere one phase, which keeps
+  // fewer values live (ptxas: N = 128, 1 spectrum, XY* in registers spills 312 B with two).
+  static constexpr int kH = N == 128 && (SPB >= 2 || XYS) ? 2 : 1;
+  using Exchange = fft::BlockExchange<N, kH>;
+  // Exchange area per transform: 16 / kH rows of pitch Q + 1, padded to = Q (mod 16) so that the
+  // two (or four) transforms of a half-warp fall on different banks.
+  static constexpr int kScratchPerFft = Exchange::kSlots + ((kQ - Exchange::kSlots) % 16 + 16) % 16;
+  // Voltage buffers: batch b is unpacked into buffer b mod 3 two batches ahead, between the
+  // cluster barrier's arrive and wait, so no block barrier is needed per batch.
+  static constexpr int kAntBufs = 3;
+  // Gather table (per block, in shared memory): block `rank` gathers local rows i (grid row
+  // rank + C i), thread q of a row task the cells q + Q p, p < kPin; cell (i, q, p) has the
+  // entries off[c] .. off[c + 1] of the block's list, c = gather_cell(i, q, p).
+  static constexpr int kRowsPerRank = (kA + kC - 1) / kC;
+  static constexpr int kGatherCells = kRowsPerRank * kQ * kPin;
+  static constexpr int gather_cell(int i, int q, int p) { return (i * kQ + q) * kPin + p; }
   // XY* accumulators in shared memory: [NC][N + Q mod 16] float2.
   static constexpr int kXyPitch = N + (kQ % 16);
   static constexpr int kRowSlots = kThreads / kQ;  // row transforms in flight per block
@@ -68,11 +83,12 @@ struct FusedLayout {
   }
 
   // Shared memory, byte offsets (all 16-byte aligned); nstand_pad = stands rounded up to 32.
+  // max_entries: the largest gather list of any (channel, rank).
   struct Smem {
-    std::size_t colbuf, scratch, antbuf, twiddle, autos, xy, total;
+    std::size_t colbuf, scratch, antbuf, twiddle, autos, xy, goff, gent, total;
   };
   static constexpr std::size_t align16(std::size_t b) { return (b + 15) / 16 * 16; }
-  static constexpr Smem smem(int nstand_pad) {
+  static constexpr Smem smem(int nstand_pad, int max_entries) {
     Smem s{};
     std::size_t at = 0;
     s.colbuf = at;
@@ -80,13 +96,17 @@ struct FusedLayout {
     s.scratch = at;
     at += align16(std::size_t{8} * kWarps * kPerWarp * kScratchPerFft);
     s.antbuf = at;
-    at += align16(std::size_t{8} * 2 * SPB * nstand_pad);
+    at += align16(std::size_t{8} * kAntBufs * SPB * nstand_pad);
     s.twiddle = at;
     at += align16(std::size_t{4} * N);
     s.autos = at;
     at += align16(std::size_t{16} * nstand_pad);
     s.xy = at;
     if (XYS) at += align16(std::size_t{8} * kNC * kXyPitch);
+    s.goff = at;
+    at += align16(std::size_t{2} * (kGatherCells + 1));
+    s.gent = at;
+    at += align16(std::size_t{4} * static_cast<std::size_t>(max_entries));
     s.total = at;
     return s;
   }

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "epic/block_fft.hpp"
 #include "epic/tables.hpp"
 #include "warpbeam/format.hpp"
 
@@ -303,11 +304,19 @@ PlanTables build_tables(const EpicConfig& cfg) {
             row[p] += yq * rx[p];
         }
       }
-      for (std::size_t i = 0; i < mean.size(); ++i) {
-        const double m2 = std::norm(mean[i] / static_cast<double>(nu));
-        t.corr[static_cast<std::size_t>(c) * n * n + i] =
-            m2 < 1e-6 ? 0.f : static_cast<float>(1 / m2);
-      }
+      // Pixels below the horizon (l^2 + m^2 > 1) hold no sky, only the kernel's aliasing and
+      // rounding noise, which 1/|T|^2 (up to 1e6 there) would amplify until any two fp32 paths
+      // disagree by 1e-5 of the image's maximum: they are set to 0, as are pixels with
+      // |T|^2 < 1e-6. FFT order: (q, p) is the signed frequency (qs, ps), l = ps / (N du).
+      for (int q = 0; q < n; ++q)
+        for (int p = 0; p < n; ++p) {
+          const std::size_t i = static_cast<std::size_t>(q) * n + p;
+          const double l = (p < n / 2 ? p : p - n) / (n * t.du);
+          const double m = (q < n / 2 ? q : q - n) / (n * t.du);
+          const double m2 = std::norm(mean[i] / static_cast<double>(nu));
+          t.corr[static_cast<std::size_t>(c) * n * n + i] =
+              m2 < 1e-6 || l * l + m * m > 1 ? 0.f : static_cast<float>(1 / m2);
+        }
     }
   }
   return t;
@@ -383,6 +392,49 @@ void finalize_channel(const PlanTables& t, int chan, const double* acc, const do
             static_cast<float>((acc[j * nn + src] - row[p * 4 + j]) * corr[src]);
     }
   }
+}
+
+FusedGather build_fused_gather(const PlanTables& t, int window, int cluster, int q_threads,
+                               int pin) {
+  const GatherTable g = build_gather_table(t, window);
+  const int rows_per_rank = (window + cluster - 1) / cluster;
+  FusedGather f;
+  f.cells = rows_per_rank * q_threads * pin;
+  const std::size_t nlist = static_cast<std::size_t>(t.nchan) * cluster;
+  f.offsets.assign(nlist * (f.cells + 1), 0);
+  std::vector<std::vector<std::uint32_t>> lists(nlist);
+  const std::size_t ncell = static_cast<std::size_t>(window) * window;
+  for (int c = 0; c < t.nchan; ++c) {
+    const std::uint32_t* off = &g.offsets[c * (ncell + 1)];
+    for (int rank = 0; rank < cluster; ++rank) {
+      const std::size_t li = static_cast<std::size_t>(c) * cluster + rank;
+      auto& list = lists[li];
+      std::uint16_t* o = &f.offsets[li * (f.cells + 1)];
+      int cell = 0;
+      for (int i = 0; i < rows_per_rank; ++i)
+        for (int q = 0; q < q_threads; ++q)
+          for (int p = 0; p < pin; ++p, ++cell) {
+            o[cell] = static_cast<std::uint16_t>(list.size());
+            const int row = rank + cluster * i, col = q + q_threads * p;
+            if (row >= window || col >= window) continue;
+            const std::size_t gc = static_cast<std::size_t>(row) * window + col;
+            for (std::uint32_t e = g.base[c] + off[gc]; e < g.base[c] + off[gc + 1]; ++e)
+              list.push_back((g.stand[e] << 16) | fft::half_bits(g.weight[e]));
+            if (list.size() > 65535)
+              fail(ErrorCategory::unsupported,
+                   "the fused imager's gather list of channel {} block {} exceeds 65535 entries "
+                   "(too many stands or too wide a kernel support)",
+                   c, rank);
+          }
+      o[f.cells] = static_cast<std::uint16_t>(list.size());
+      f.max_entries = std::max(f.max_entries, static_cast<int>(list.size()));
+    }
+  }
+  f.entries.assign(nlist * static_cast<std::size_t>(std::max(f.max_entries, 1)), 0);
+  for (std::size_t li = 0; li < nlist; ++li)
+    std::copy(lists[li].begin(), lists[li].end(),
+              f.entries.begin() + static_cast<std::ptrdiff_t>(li * std::max(f.max_entries, 1)));
+  return f;
 }
 
 }  // namespace detail

@@ -89,9 +89,31 @@ void EpicConfig::validate() const {
     fail(ErrorCategory::invalid_argument, "max_stand_radius_m = {} must be > 0",
          max_stand_radius_m);
   require_range("fused.xy_in_shared", fused.xy_in_shared, -1, 1);
-  require_range("fused.spectra_per_pass", fused.spectra_per_pass, 0, 2);
+  require_range("fused.spectra_per_pass", fused.spectra_per_pass, 0, 3);
+  require_range("fused.time_split", fused.time_split, 0, 64);
   require_range("multikernel.batch", multikernel.batch, 0, 1 << 20);
   require_range("threads", threads, 0, 4096);
+}
+
+std::vector<FusedTuning> fused_variants(int n) {
+  // Round 1 (H200): two spectra per pass beat one by 20-25 % at every size; three only fit
+  // N = 256 with XY* in registers. (2, XY* shared) does not fit N = 64 or 128 (it is listed for
+  // N = 256 only). Keep in step with the instantiations in cuda_fused.cu.
+  std::vector<FusedTuning> v;
+  auto add = [&](int xys, int spb) {
+    FusedTuning t;
+    t.xy_in_shared = xys;
+    t.spectra_per_pass = spb;
+    v.push_back(t);
+  };
+  add(0, 1);
+  add(1, 1);
+  add(0, 2);
+  if (n == 256) {
+    add(1, 2);
+    add(0, 3);
+  }
+  return v;
 }
 
 namespace detail {
@@ -139,9 +161,25 @@ EpicPlan::EpicPlan(EpicConfig config, Backend backend)
   if (algorithm_ == Algorithm::reference)
     fail(ErrorCategory::unsupported, "the reference EPIC algorithm runs on the CPU backend");
   if (algorithm_ == Algorithm::fused && !fused_ok) fail(ErrorCategory::unsupported, "{}", why);
-  exec_ = algorithm_ == Algorithm::fused ? detail::make_fused_executor(config_, *tables_)
-                                         : detail::make_multikernel_executor(config_, *tables_);
+  if (algorithm_ == Algorithm::fused) {
+    try {
+      exec_ = detail::make_fused_executor(config_, *tables_);
+    } catch (const Error& e) {
+      // `automatic` falls back to the multi-kernel path when the device cannot hold the fused
+      // kernel (shared memory, cluster occupancy); an explicit `fused` request fails.
+      if (config_.algorithm != Algorithm::automatic || e.category() != ErrorCategory::unsupported)
+        throw;
+      warnf("EPIC: {}; using the multi-kernel path", e.what());
+      algorithm_ = Algorithm::multikernel;
+    }
+  }
+  if (algorithm_ == Algorithm::multikernel)
+    exec_ = detail::make_multikernel_executor(config_, *tables_);
 #endif
+}
+
+FusedProfile EpicPlan::fused_profile() const {
+  return exec_ ? exec_->profile() : FusedProfile{};
 }
 
 EpicPlan::~EpicPlan() = default;

@@ -55,6 +55,22 @@ struct GatherTable {
 };
 GatherTable build_gather_table(const PlanTables& t, int window);
 
+/// The fused kernel's gather lists (cuda_fused.cu, fused_layout.hpp), regrouped per block of a
+/// channel's cluster so that each block keeps its own in shared memory for the whole gulp: block
+/// `rank` gathers grid rows rank + cluster i (local row i < ceil(window / cluster)), thread q of
+/// a row task the cells (row, q + q_threads p), p < pin. Cell (i, q, p) is numbered
+/// (i q_threads + q) pin + p; its entries are entries[c][rank][offsets[c][rank][cell] ..
+/// offsets[c][rank][cell + 1]), each stand << 16 | the fp16 bits of wy * wx. Throws
+/// unsupported when a block's list exceeds 65535 entries (16-bit offsets).
+struct FusedGather {
+  int cells = 0;                       // cells per block
+  int max_entries = 0;                 // the longest list of any (channel, rank)
+  std::vector<std::uint16_t> offsets;  // [nchan][cluster][cells + 1]
+  std::vector<std::uint32_t> entries;  // [nchan][cluster][max_entries]
+};
+FusedGather build_fused_gather(const PlanTables& t, int window, int cluster, int q_threads,
+                               int pin);
+
 /// Host finalisation of one channel: out[k][y][x] = (acc[k][q][p] - auto_k(q, p)) * corr(q, p)
 /// with (y, x) = ((q + N/2) mod N, (p + N/2) mod N) and auto_k(q, p) = sum_i autos[i][k] *
 /// ay[i][q] * ax[i][p]. acc: [4][N][N] FFT order; autos: [nused][4]; out: [4][N][N].
@@ -66,6 +82,8 @@ class Executor {
   virtual ~Executor() = default;
   /// Shapes and spaces are already checked by the plan.
   virtual void execute(const std::uint8_t* in, float* out, const Stream* stream) = 0;
+  /// The fused kernel's stage cycles (FusedTuning::profile); empty for the other paths.
+  virtual FusedProfile profile() const { return {}; }
 };
 
 std::unique_ptr<Executor> make_cpu_executor(const EpicConfig& c, const PlanTables& t);

@@ -1,6 +1,6 @@
 #pragma once
-// Internal: the kernel behind a SearchPlan, one per backend (cpu.cpp now; a CUDA executor in
-// issue 3). Each follows the stage definitions of warpbeam/search.hpp.
+// Internal: the kernel behind a SearchPlan, one per backend (cpu.cpp; cuda_search.cpp in CUDA
+// builds). Each follows the stage definitions of warpbeam/search.hpp.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -21,5 +21,14 @@ class SearchExecutor {
 };
 
 std::unique_ptr<SearchExecutor> make_cpu_search_executor(const SearchConfig& config);
+/// The GPU executor (cuda_search.cpp; CUDA builds only): the plane in device memory, only the
+/// peaks and the RMS come back.
+std::unique_ptr<SearchExecutor> make_cuda_search_executor(const SearchConfig& config);
+
+/// What SearchPlan::execute does with the peaks peaks[first ..] of one plane: when there are
+/// more than max_peaks, keeps the brightest (S/N descending, then dm_trial, filter, sample) with
+/// a warning; then sorts them by (dm_trial, filter, sample). The streaming GPU search applies it
+/// to each plane's peaks too.
+void finish_plane_peaks(std::vector<Peak>& peaks, std::size_t first, std::int64_t max_peaks);
 
 }  // namespace warpbeam::search::detail

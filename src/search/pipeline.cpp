@@ -1,6 +1,7 @@
-// The file search: reads a SIGPROC filterbank in gulps, cleans RFI, dedisperses (CPU or CUDA),
-// searches each DM-time plane and clusters the peaks across gulps. Memory is bounded by the
-// budget (see search_filterbank() in the header for the formula).
+// The file search: plans the gulps and DM chunks of a SIGPROC filterbank (plan_file_search),
+// runs them on the CPU (pipeline_cpu.cpp) or the GPU (pipeline_cuda.cpp), and clusters the
+// peaks across gulps into candidates. Memory is bounded by the budgets (see search_filterbank()
+// in the header for the CPU's bound, plan_file_search() for both).
 #include <omp.h>
 
 #include <algorithm>
@@ -8,92 +9,201 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 
+#include "search/pipeline.hpp"
 #include "warpbeam/dedisp.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/progress.hpp"
 #include "warpbeam/search.hpp"
-#include "warpbeam/unpack.hpp"
 
 namespace warpbeam::search {
 
 namespace {
 
-constexpr float kMinRms = 1e-2f;
+constexpr float kMinRms = 1e-2f;  // channels have unit sigma: a real trial has sigma >= ~1
 
-// Adds the seconds since `t` to `acc` and restarts `t`.
-void lap(std::chrono::steady_clock::time_point& t, double& acc) {
-  const auto now = std::chrono::steady_clock::now();
-  acc += std::chrono::duration<double>(now - t).count();
-  t = now;
-}  // channels have unit sigma: a real trial has sigma >= ~1
-
-// Buffers of one gulp for a plane of L samples and `chunk` DM trials (the header's bound).
-std::int64_t memory_need(const io::FilterbankHeader& h, std::int64_t L, std::int32_t max_delay,
-                         std::int64_t chunk, int threads) {
+// Host buffers of the CPU search of one gulp for a plane of L samples and `chunk` DM trials (the
+// header's bound).
+std::int64_t cpu_memory_need(const io::FilterbankHeader& h, std::int64_t L, std::int32_t max_delay,
+                             std::int64_t chunk, int threads) {
   const std::int64_t rows = L + max_delay;
   return rows * (static_cast<std::int64_t>(h.bytes_per_sample()) + 8 * std::int64_t{h.nchans} +
                  68 * std::int64_t{threads}) +
          chunk * L * 4 + std::int64_t{threads} * L * 24;
 }
 
-// The delay (samples) of the lowest channel at DM trial d: the largest of that trial.
-std::int32_t trial_max_delay(const std::vector<std::int32_t>& delays, int nchans, std::size_t d) {
-  return *std::max_element(delays.begin() + static_cast<std::ptrdiff_t>(d * nchans),
-                           delays.begin() + static_cast<std::ptrdiff_t>((d + 1) * nchans));
+// Host buffers of the CUDA search: two pinned gulps of packed rows.
+std::int64_t cuda_host_need(const io::FilterbankHeader& h, std::int64_t L, std::int32_t max_delay) {
+  return 2 * (L + max_delay) * static_cast<std::int64_t>(h.bytes_per_sample());
 }
-
-// Unpacks `rows` time samples to float32 [rows][nchans]; each row starts on a byte boundary.
-void unpack_rows(const io::FilterbankHeader& h, const std::uint8_t* raw, std::int64_t rows,
-                 float* out) {
-  const auto nchans = static_cast<std::size_t>(h.nchans);
-  const auto row_bytes = static_cast<std::int64_t>(h.bytes_per_sample());
-  if ((nchans * h.nbits) % 8 == 0) {
-    unpack_samples(raw, h.nbits, static_cast<std::size_t>(rows) * nchans, out, h.is_signed);
-    return;
-  }
-  for (std::int64_t t = 0; t < rows; ++t)
-    unpack_samples(raw + t * row_bytes, h.nbits, nchans, out + t * h.nchans, h.is_signed);
-}
-
-// Dedisperses a chunk of DM trials of the cleaned gulp on the chosen backend.
-class ChunkDedisperser {
- public:
-  ChunkDedisperser(Backend backend) : backend_(backend) {}
-
-  // in: cleaned float32 [rows][nchans] (host); out: [ndms][L] (host).
-  void run(const dedisp::DedispersionConfig& c, const float* in, float* out) {
-    if (!plan_ || plan_->config().nsamples_in != c.nsamples_in || plan_->config().dms != c.dms)
-      plan_.emplace(c, backend_);
-    const auto& p = *plan_;
-    const std::int64_t in_bytes = c.nsamples_in * p.row_bytes();
-    const std::int64_t out_count = p.ndms() * p.nsamples_out();
-    if (backend_ == Backend::cpu) {
-      p.execute(View<const std::uint8_t, 2>(reinterpret_cast<const std::uint8_t*>(in),
-                                            {c.nsamples_in, p.row_bytes()}),
-                View<float, 2>(out, {p.ndms(), p.nsamples_out()}));
-      return;
-    }
-    if (d_in_.size() < static_cast<std::size_t>(in_bytes))
-      d_in_ = DeviceArray<std::uint8_t>(static_cast<std::size_t>(in_bytes));
-    if (d_out_.size() < static_cast<std::size_t>(out_count))
-      d_out_ = DeviceArray<float>(static_cast<std::size_t>(out_count));
-    copy_bytes(d_in_.data(), in, static_cast<std::size_t>(in_bytes));
-    p.execute(
-        View<const std::uint8_t, 2>(d_in_.data(), {c.nsamples_in, p.row_bytes()}, Space::device),
-        View<float, 2>(d_out_.data(), {p.ndms(), p.nsamples_out()}, Space::device));
-    copy_bytes(out, d_out_.data(), static_cast<std::size_t>(out_count) * sizeof(float));
-  }
-
- private:
-  Backend backend_;
-  std::optional<dedisp::DedispersionPlan> plan_;
-  DeviceArray<std::uint8_t> d_in_;
-  DeviceArray<float> d_out_;
-};
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The layout
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+
+GulpRange FileSearchLayout::gulp_range(std::int64_t g) const {
+  GulpRange r;
+  r.own_begin = g * gulp;
+  r.own_end = std::min(nout, r.own_begin + gulp);
+  r.p0 = std::max<std::int64_t>(0, r.own_begin - margin);
+  r.p1 = std::min(nout, r.own_end + margin);
+  return r;
+}
+
+std::int32_t FileSearchLayout::trial_max_delay(std::int64_t d) const {
+  const auto n = static_cast<std::ptrdiff_t>(header.nchans);
+  return *std::max_element(delays.begin() + d * n, delays.begin() + (d + 1) * n);
+}
+
+dedisp::DedispersionConfig FileSearchLayout::chunk_dedisp(std::int64_t d0, std::int64_t d1,
+                                                          std::int64_t len) const {
+  auto c = dedisp;
+  c.dms.assign(dms.begin() + d0, dms.begin() + d1);
+  c.nsamples_in = len + trial_max_delay(d1 - 1);
+  return c;
+}
+
+SearchConfig FileSearchLayout::chunk_search(std::int64_t d0, std::int64_t d1,
+                                            std::int64_t len) const {
+  SearchConfig sc = search;
+  sc.ndms = d1 - d0;
+  sc.nsamples = len;
+  sc.max_width.clear();
+  if (rfi.zero_dm)  // a pulse wider than its trial's sweep is mostly removed by zero-DM
+    for (std::int64_t d = d0; d < d1; ++d)
+      sc.max_width.push_back(std::max(1, trial_max_delay(d)));
+  return sc;
+}
+
+FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankHeader& h,
+                                  const FileSearchConfig& cfg, Backend backend) {
+  FileSearchLayout L;
+  L.path = path;
+  L.header = h;
+  L.backend = backend;
+  L.threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
+
+  // The user's channel mask.
+  L.rfi.zap_sigma = cfg.zap_sigma;
+  L.rfi.zero_dm = cfg.zero_dm;
+  L.rfi.zap.assign(static_cast<std::size_t>(h.nchans), 0);
+  for (int c : cfg.zap_channels) {
+    if (c >= h.nchans)
+      fail(ErrorCategory::invalid_argument, "--zap-chans: channel {} is outside 0-{} of '{}'", c,
+           h.nchans - 1, path);
+    L.rfi.zap[static_cast<std::size_t>(c)] = 1;
+  }
+
+  // DM list and delays.
+  auto& dc = L.dedisp;
+  dc.nchans = h.nchans;
+  dc.fch1_mhz = h.fch1;
+  dc.foff_mhz = h.foff;
+  dc.tsamp_s = h.tsamp;
+  dc.nbits = 32;  // the cleaned gulp is float32
+  dc.threads = cfg.threads;
+  if (backend == Backend::cuda) {
+    dc.channel_major = true;  // cleaned on the GPU into channel rows; zapped rows are zeros
+  } else {
+    dc.killmask.resize(static_cast<std::size_t>(h.nchans));
+    for (int c = 0; c < h.nchans; ++c)
+      dc.killmask[c] = L.rfi.zap[c] ? 0 : 1;
+  }
+  L.dms = dedisp::dm_list_dedisp(cfg.dm_min, cfg.dm_max, cfg.pulse_width_us, cfg.dm_tolerance,
+                                 h.nchans, h.tsamp, h.fch1, h.foff);
+  dc.dms = L.dms;
+  L.delays = dedisp::delay_table(dc);
+  dc.dms.clear();
+  const std::int64_t ndm = L.ndms();
+  L.max_delay = L.trial_max_delay(ndm - 1);
+  L.nout = h.nsamples - L.max_delay;
+  if (L.nout < 1)
+    fail(ErrorCategory::invalid_argument,
+         "'{}' holds {} samples ({:.3f} s) but the dispersion delay at DM {} is {} samples "
+         "({:.3f} s): lower --dm-max",
+         path, h.nsamples, h.duration_s(), L.dms.back(), L.max_delay, L.max_delay * h.tsamp);
+
+  // The per-plane search.
+  L.margin = cfg.boxcar_max;
+  auto& sc = L.search;
+  sc.tsamp_s = h.tsamp;
+  sc.baseline_s = cfg.baseline_s;
+  sc.boxcar_max = cfg.boxcar_max;
+  sc.snr_min = cfg.snr_min;
+  sc.min_rms = kMinRms;
+  sc.threads = cfg.threads;
+
+  // Gulp and DM chunk from the budgets. The default gulp is the same on both backends (the
+  // statistics are per gulp, so equal gulps give equal candidates): long enough for kMinBoxcars
+  // of the widest boxcar the baseline allows.
+  const std::int64_t widest_target = widest_boxcar(sc, std::int64_t{1} << 40, 0);
+  std::int64_t gulp = cfg.gulp > 0 ? cfg.gulp
+                                   : std::max({std::int64_t{1} << 17, 2 * std::int64_t{L.max_delay},
+                                               kMinBoxcars * widest_target});
+  gulp = std::min(gulp, L.nout);
+  const std::int64_t min_gulp =
+      std::min<std::int64_t>(L.nout, std::max<std::int64_t>(L.margin, 4096));
+  auto plane_len = [&](std::int64_t g) { return std::min(g + 2 * L.margin, L.nout); };
+  const bool cuda = backend == Backend::cuda;
+  [[maybe_unused]] const int streams = cfg.gpu_streams;
+#ifdef WARPBEAM_HAVE_CUDA
+  const std::int64_t device_budget = cuda ? detail::cuda_device_budget(cfg) : 0;
+  auto device_need = [&](std::int64_t len, std::int64_t chunk) {
+    return detail::cuda_device_bytes(h, len, L.max_delay, chunk, streams);
+  };
+#else
+  const std::int64_t device_budget = 0;
+  auto device_need = [&](std::int64_t, std::int64_t) { return std::int64_t{0}; };
+#endif
+  auto fits = [&](std::int64_t len, std::int64_t chunk) {
+    if (!cuda) return cpu_memory_need(h, len, L.max_delay, chunk, L.threads) <= cfg.memory_bytes;
+    return cuda_host_need(h, len, L.max_delay) <= cfg.memory_bytes &&
+           device_need(len, chunk) <= device_budget;
+  };
+  while (cfg.gulp == 0 && gulp > min_gulp && !fits(plane_len(gulp), ndm))
+    gulp = std::max(min_gulp, gulp / 2);
+  const std::int64_t len = plane_len(gulp);
+  // The largest chunk of DM trials that fits (the budgets are linear in the chunk).
+  std::int64_t chunk = 0;
+  if (!cuda) {
+    const std::int64_t fixed = cpu_memory_need(h, len, L.max_delay, 0, L.threads);
+    chunk = std::min<std::int64_t>(ndm, (cfg.memory_bytes - fixed) / (len * 4));
+  } else if (cuda_host_need(h, len, L.max_delay) <= cfg.memory_bytes) {
+    const std::int64_t fixed = device_need(len, 0), per_trial = device_need(len, 1) - fixed;
+    chunk =
+        std::min<std::int64_t>(ndm, (device_budget - fixed) / std::max<std::int64_t>(per_trial, 1));
+  }
+  if (chunk < 1) {
+    const std::int64_t need =
+        cuda ? device_need(len, 1) : cpu_memory_need(h, len, L.max_delay, 1, L.threads);
+    fail(ErrorCategory::invalid_argument,
+         "searching '{}' to DM {} needs at least {} MiB of {} memory ({} channels x {} samples "
+         "of maximum delay plus a gulp of {}): raise {} or lower --dm-max",
+         path, L.dms.back(), need >> 20, cuda ? "device" : "host", h.nchans, L.max_delay, len,
+         cuda ? "--gpu-memory" : "--memory");
+  }
+  L.gulp = gulp;
+  L.gulps = (L.nout + gulp - 1) / gulp;
+  L.chunk = chunk;
+  L.plane_len = len;
+  if (cuda) {
+    L.host_bytes = cuda_host_need(h, len, L.max_delay);
+    L.device_bytes = device_need(len, chunk);
+  } else {
+    L.host_bytes = cpu_memory_need(h, len, L.max_delay, chunk, L.threads);
+  }
+  return L;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Options and results
+// ---------------------------------------------------------------------------------------------
 
 std::vector<int> parse_channel_list(const std::string& spec) {
   std::vector<int> out;
@@ -153,9 +263,11 @@ void FileSearchConfig::validate() const {
          memory_bytes);
   require_range("--threads", threads, 0, 4096);
   require_range("beam", beam, 0, 1 << 30);
-  require_range<std::int64_t>("part.dm_trial_begin", part.dm_trial_begin, 0, std::int64_t{1} << 40);
-  require_range<std::int64_t>("part.dm_trial_end", part.dm_trial_end, 0, std::int64_t{1} << 40);
-  require_range("part.memory_threads", part.memory_threads, 0, 4096);
+  if (device_memory_bytes != 0 && device_memory_bytes < (std::int64_t{1} << 20))
+    fail(ErrorCategory::invalid_argument,
+         "--gpu-memory = {} bytes must be 0 (automatic) or at least 1 MiB", device_memory_bytes);
+  require_range("--device", device, 0, 1023);
+  require_range("--gpu-streams", gpu_streams, 1, 2);
 }
 
 nlohmann::json FileSearchConfig::to_json() const {
@@ -176,7 +288,11 @@ nlohmann::json FileSearchConfig::to_json() const {
           {"gulp", gulp},
           {"memory_bytes", memory_bytes},
           {"threads", threads},
-          {"beam", beam}};
+          {"beam", beam},
+          {"device_memory_bytes", device_memory_bytes},
+          {"device", device},
+          {"gpu_streams", gpu_streams},
+          {"autotune", autotune}};
 }
 
 nlohmann::json SearchResult::to_json() const {
@@ -192,6 +308,9 @@ nlohmann::json SearchResult::to_json() const {
           {"dm_chunk", dm_chunk},
           {"widest_boxcar", widest_boxcar},
           {"memory_bytes", memory_bytes},
+          {"device_memory_bytes", device_memory_bytes},
+          {"bytes_to_device", bytes_to_device},
+          {"bytes_from_device", bytes_from_device},
           {"min_channels_kept", min_channels_kept},
           {"seconds",
            {{"read", seconds_read},
@@ -201,170 +320,67 @@ nlohmann::json SearchResult::to_json() const {
             {"cluster", seconds_cluster}}}};
 }
 
+// ---------------------------------------------------------------------------------------------
+// The driver
+// ---------------------------------------------------------------------------------------------
+
 SearchResult search_filterbank(const std::string& path, const FileSearchConfig& cfg,
                                Backend backend) {
   cfg.validate();
-  io::FilterbankReader reader(path);
-  const io::FilterbankHeader& h = reader.header();
+  const Backend b = resolve_backend(backend);
+  const io::FilterbankHeader h = io::read_filterbank_header(path);
+  const detail::FileSearchLayout L = detail::plan_file_search(path, h, cfg, b);
+
   SearchResult res;
   res.header = h;
-  const Backend dedisp_backend = resolve_backend(backend);
-  res.backend = dedisp_backend == Backend::cuda ? "cuda (dedispersion) + cpu (search)" : "cpu";
-  const int threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
-
-  // The user's channel mask.
-  RfiConfig rfi;
-  rfi.zap_sigma = cfg.zap_sigma;
-  rfi.zero_dm = cfg.zero_dm;
-  rfi.zap.assign(static_cast<std::size_t>(h.nchans), 0);
-  for (int c : cfg.zap_channels) {
-    if (c >= h.nchans)
-      fail(ErrorCategory::invalid_argument, "--zap-chans: channel {} is outside 0-{} of '{}'", c,
-           h.nchans - 1, path);
-    rfi.zap[static_cast<std::size_t>(c)] = 1;
-  }
-
-  // DM list and delays.
-  dedisp::DedispersionConfig dc;
-  dc.nchans = h.nchans;
-  dc.fch1_mhz = h.fch1;
-  dc.foff_mhz = h.foff;
-  dc.tsamp_s = h.tsamp;
-  dc.nbits = 32;  // the cleaned gulp is float32
-  dc.threads = cfg.threads;
-  dc.killmask.resize(static_cast<std::size_t>(h.nchans));
-  for (int c = 0; c < h.nchans; ++c)
-    dc.killmask[c] = rfi.zap[c] ? 0 : 1;
-  res.dms = dedisp::dm_list_dedisp(cfg.dm_min, cfg.dm_max, cfg.pulse_width_us, cfg.dm_tolerance,
-                                   h.nchans, h.tsamp, h.fch1, h.foff);
-  dc.dms = res.dms;
-  const auto delays = dedisp::delay_table(dc);
-  const auto ndm = static_cast<std::int64_t>(res.dms.size());
-  res.max_delay = trial_max_delay(delays, h.nchans, res.dms.size() - 1);
-  const std::int64_t nout = h.nsamples - res.max_delay;
-  if (nout < 1)
-    fail(ErrorCategory::invalid_argument,
-         "'{}' holds {} samples ({:.3f} s) but the dispersion delay at DM {} is {} samples "
-         "({:.3f} s): lower --dm-max",
-         path, h.nsamples, h.duration_s(), res.dms.back(), res.max_delay, res.max_delay * h.tsamp);
-  res.nsamples_searched = nout;
-  // The DM trials of this search (all, or a distributed run's slice).
-  const std::int64_t dm_b = cfg.part.dm_trial_begin;
-  const std::int64_t dm_e = cfg.part.dm_trial_end > 0 ? cfg.part.dm_trial_end : ndm;
-  if (dm_b >= dm_e || dm_e > ndm)
-    fail(ErrorCategory::invalid_argument,
-         "DM trials [{}, {}) are not a slice of the {} trials of '{}'", dm_b, dm_e, ndm, path);
-  const int memory_threads = cfg.part.memory_threads > 0 ? cfg.part.memory_threads : threads;
-
-  // Gulp and DM chunk from the memory budget.
-  const std::int64_t margin = cfg.boxcar_max;
-  res.margin = margin;
-  SearchConfig sc;
-  sc.tsamp_s = h.tsamp;
-  sc.baseline_s = cfg.baseline_s;
-  sc.boxcar_max = cfg.boxcar_max;
-  sc.snr_min = cfg.snr_min;
-  sc.min_rms = kMinRms;
-  sc.threads = cfg.threads;
-  // Long enough for kMinBoxcars of the widest boxcar the baseline allows.
-  const std::int64_t widest_target = widest_boxcar(sc, std::int64_t{1} << 40, 0);
-  std::int64_t gulp = cfg.gulp > 0
-                          ? cfg.gulp
-                          : std::max({std::int64_t{1} << 17, 2 * std::int64_t{res.max_delay},
-                                      kMinBoxcars * widest_target});
-  gulp = std::min(gulp, nout);
-  const std::int64_t min_gulp = std::min<std::int64_t>(nout, std::max<std::int64_t>(margin, 4096));
-  auto plane_len = [&](std::int64_t g) { return std::min(g + 2 * margin, nout); };
-  while (cfg.gulp == 0 && gulp > min_gulp &&
-         memory_need(h, plane_len(gulp), res.max_delay, ndm, memory_threads) > cfg.memory_bytes)
-    gulp = std::max(min_gulp, gulp / 2);
-  const std::int64_t L = plane_len(gulp);
-  const std::int64_t fixed = memory_need(h, L, res.max_delay, 0, memory_threads);
-  std::int64_t chunk = std::min<std::int64_t>(dm_e - dm_b, (cfg.memory_bytes - fixed) / (L * 4));
-  if (chunk < 1)
-    fail(ErrorCategory::invalid_argument,
-         "searching '{}' to DM {} needs at least {} MiB ({} channels x {} samples of maximum "
-         "delay plus a gulp of {}): raise --memory or lower --dm-max",
-         path, res.dms.back(), (fixed + L * 4) >> 20, h.nchans, res.max_delay, L);
-  res.gulp = gulp;
-  res.gulps = (nout + gulp - 1) / gulp;
-  res.dm_chunk = chunk;
-  res.memory_bytes = memory_need(h, L, res.max_delay, chunk, memory_threads);
+  res.backend = b == Backend::cuda ? "cuda" : "cpu";
+  res.dms = L.dms;
+  res.max_delay = L.max_delay;
+  res.nsamples_searched = L.nout;
+  res.gulp = L.gulp;
+  res.gulps = L.gulps;
+  res.margin = L.margin;
+  res.dm_chunk = L.chunk;
+  res.memory_bytes = L.host_bytes;
+  res.device_memory_bytes = L.device_bytes;
   res.min_channels_kept = h.nchans;
-  res.widest_boxcar = widest_boxcar(sc, L, 0);
+  res.widest_boxcar = widest_boxcar(L.search, L.plane_len, 0);
 
-  // The largest gulp's buffers up front: growing a vector would hold two copies for a moment.
-  std::vector<std::uint8_t> raw;
-  std::vector<float> gulp_data, plane;
-  const std::int64_t row_bytes = static_cast<std::int64_t>(h.bytes_per_sample());
-  raw.reserve(static_cast<std::size_t>((L + res.max_delay) * row_bytes));
-  gulp_data.reserve(static_cast<std::size_t>((L + res.max_delay) * h.nchans));
-  plane.reserve(static_cast<std::size_t>(chunk * L));
-  ChunkDedisperser dedisperser(dedisp_backend);
-  std::optional<SearchPlan> search_plan;
+  // Clustering across gulps: the peaks of gulp g are complete once the runner hands them over;
+  // every later gulp's plane starts at or after own_end - margin, so spans begin no earlier.
   Clusterer clusterer(cfg.cluster);
   std::vector<Cluster> clusters;
-  std::vector<Peak> peaks;
-  Progress progress(fmt::format("search {}", path), nout);
+  Progress progress(fmt::format("search {}", path), L.nout);
   if (!cfg.progress) progress.set_enabled(false);
-
-  for (std::int64_t g = 0; g < res.gulps; ++g) {
-    const std::int64_t own_b = g * gulp, own_e = std::min(nout, own_b + gulp);
-    const std::int64_t p0 = std::max<std::int64_t>(0, own_b - margin);
-    const std::int64_t p1 = std::min(nout, own_e + margin);
-    const std::int64_t len = p1 - p0, rows = len + res.max_delay;
-
-    // Read and clean the gulp's input rows [p0, p1 + max_delay).
-    auto clock = std::chrono::steady_clock::now();
-    gulp_data.resize(static_cast<std::size_t>(rows * h.nchans));
-    raw.resize(static_cast<std::size_t>(rows * row_bytes));
-    reader.seek(p0);
-    if (reader.read_raw(rows, raw.data()) != rows)
-      fail(ErrorCategory::io, "'{}': short read at sample {}", path, p0);
-    unpack_rows(h, raw.data(), rows, gulp_data.data());
-    lap(clock, res.seconds_read);
-    const RfiReport rep = clean_filterbank(gulp_data.data(), rows, h.nchans, rfi, cfg.threads);
-    res.min_channels_kept = std::min(res.min_channels_kept, rep.kept());
-    lap(clock, res.seconds_rfi);
-
-    // Dedisperse and search the DM trials chunk by chunk.
-    peaks.clear();
-    for (std::int64_t d0 = dm_b; d0 < dm_e; d0 += chunk) {
-      const std::int64_t d1 = std::min(dm_e, d0 + chunk);
-      auto c = dc;
-      c.dms.assign(res.dms.begin() + d0, res.dms.begin() + d1);
-      c.nsamples_in = len + trial_max_delay(delays, h.nchans, static_cast<std::size_t>(d1 - 1));
-      plane.resize(static_cast<std::size_t>((d1 - d0) * len));
-      dedisperser.run(c, gulp_data.data(), plane.data());
-      lap(clock, res.seconds_dedisp);
-      if (!search_plan || search_plan->config().ndms != d1 - d0 ||
-          search_plan->config().nsamples != len || chunk < dm_e - dm_b) {
-        sc.ndms = d1 - d0;
-        sc.nsamples = len;
-        sc.max_width.clear();
-        if (cfg.zero_dm)  // a pulse wider than its trial's sweep is mostly removed by zero-DM
-          for (std::int64_t d = d0; d < d1; ++d)
-            sc.max_width.push_back(
-                std::max(1, trial_max_delay(delays, h.nchans, static_cast<std::size_t>(d))));
-        search_plan.emplace(sc, Backend::cpu);
-      }
-      search_plan->execute(View<const float, 2>(plane.data(), {d1 - d0, len}), own_b - p0,
-                           own_e - p0, static_cast<std::int32_t>(d0), p0, peaks);
-      lap(clock, res.seconds_search);
-    }
-    if (cfg.part.on_peaks) {
-      cfg.part.on_peaks(peaks);  // a distributed run clusters every worker's peaks together
-    } else {
-      clusterer.add(peaks);
-      // Every later gulp's plane starts at or after own_e - margin: spans begin no earlier.
-      const auto done =
-          g + 1 < res.gulps ? clusterer.take_final(own_e - margin) : clusterer.finish();
-      clusters.insert(clusters.end(), done.begin(), done.end());
-    }
-    lap(clock, res.seconds_cluster);
-    progress.update(own_e);
+  auto sink = [&](detail::GulpPeaks&& gp) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const detail::GulpRange r = L.gulp_range(gp.gulp);
+    res.min_channels_kept = std::min(res.min_channels_kept, gp.channels_kept);
+    clusterer.add(gp.peaks);
+    const auto done =
+        gp.gulp + 1 < L.gulps ? clusterer.take_final(r.own_end - L.margin) : clusterer.finish();
+    clusters.insert(clusters.end(), done.begin(), done.end());
+    res.seconds_cluster +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    progress.update(r.own_end);
+  };
+  detail::StageTimes times;
+  if (b == Backend::cuda) {
+    detail::CudaRunOptions o;
+    o.device = cfg.device;
+    o.streams = cfg.gpu_streams;
+    o.autotune = cfg.autotune;
+    detail::run_gulps_cuda(L, 0, L.ndms(), o, sink, times);
+  } else {
+    detail::run_gulps_cpu(L, 0, L.ndms(), sink, times);
   }
   progress.finish();
+  res.seconds_read = times.read;
+  res.seconds_rfi = times.rfi;
+  res.seconds_dedisp = times.dedisp;
+  res.seconds_search = times.search;
+  res.bytes_to_device = times.bytes_to_device;
+  res.bytes_from_device = times.bytes_from_device;
 
   std::sort(clusters.begin(), clusters.end(), [](const Cluster& a, const Cluster& b) {
     if (a.best.snr != b.best.snr) return a.best.snr > b.best.snr;
@@ -375,5 +391,12 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
     res.candidates.push_back(to_candidate(cl, res.dms, h.tsamp, cfg.beam));
   return res;
 }
+
+#ifndef WARPBEAM_HAVE_CUDA
+void detail::run_gulps_cuda(const FileSearchLayout&, std::int64_t, std::int64_t,
+                            const CudaRunOptions&, const PeakSink&, StageTimes&) {
+  fail(ErrorCategory::unsupported, "this warpbeam build has no CUDA backend");
+}
+#endif
 
 }  // namespace warpbeam::search

@@ -47,10 +47,13 @@ class SearchExecutor;
 SearchPlan::SearchPlan(SearchConfig config, Backend backend)
     : config_(std::move(config)), backend_(resolve_backend(backend)) {
   config_.validate();
-  if (backend_ == Backend::cuda)
-    fail(ErrorCategory::unsupported,
-         "the search stages run on the CPU for now: the GPU-resident search is issue 3");
-  exec_ = detail::make_cpu_search_executor(config_);
+  if (backend_ == Backend::cuda) {
+#ifdef WARPBEAM_HAVE_CUDA
+    exec_ = detail::make_cuda_search_executor(config_);
+#endif
+  } else {
+    exec_ = detail::make_cpu_search_executor(config_);
+  }
   rms_.assign(static_cast<std::size_t>(config_.ndms), 0.0);
 }
 
@@ -70,6 +73,11 @@ void SearchPlan::execute(View<const float, 2> plane, std::int64_t own_begin, std
   const std::size_t first = peaks.size();
   exec_->execute(config_, plane.data, own_begin, own_end, dm_offset, sample_offset, peaks, rms_,
                  stream);
+  detail::finish_plane_peaks(peaks, first, config_.max_peaks);
+}
+
+void detail::finish_plane_peaks(std::vector<Peak>& peaks, std::size_t first,
+                                std::int64_t max_peaks) {
   auto by_position = [](const Peak& a, const Peak& b) {
     if (a.dm_trial != b.dm_trial) return a.dm_trial < b.dm_trial;
     if (a.filter != b.filter) return a.filter < b.filter;
@@ -77,14 +85,13 @@ void SearchPlan::execute(View<const float, 2> plane, std::int64_t own_begin, std
   };
   const auto begin = peaks.begin() + static_cast<std::ptrdiff_t>(first);
   const auto count = static_cast<std::int64_t>(peaks.size() - first);
-  if (count > config_.max_peaks) {
+  if (count > max_peaks) {
     std::sort(begin, peaks.end(), [&](const Peak& a, const Peak& b) {
       if (a.snr != b.snr) return a.snr > b.snr;
       return by_position(a, b);
     });
-    peaks.resize(first + static_cast<std::size_t>(config_.max_peaks));
-    warnf("{} peaks in one plane: only the {} brightest are kept (max_peaks)", count,
-          config_.max_peaks);
+    peaks.resize(first + static_cast<std::size_t>(max_peaks));
+    warnf("{} peaks in one plane: only the {} brightest are kept (max_peaks)", count, max_peaks);
   }
   std::sort(peaks.begin() + static_cast<std::ptrdiff_t>(first), peaks.end(), by_position);
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "search/rfi_rules.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/search.hpp"
 
@@ -15,6 +16,48 @@ namespace warpbeam::search {
 namespace {
 constexpr int kChannelBlock = 16;  // channels gathered per pass (one cache line of a row)
 }
+
+namespace detail {
+
+void decide_channels(RfiReport& r, const RfiConfig& config) {
+  // Zap: the user's mask, dead channels, then outliers of sigma among the rest.
+  const int nchans = static_cast<int>(r.median.size());
+  r.keep.assign(r.median.size(), 1);
+  r.zapped_by_mask = r.zapped_dead = r.zapped_outlier = 0;
+  for (int c = 0; c < nchans; ++c) {
+    if (!config.zap.empty() && config.zap[c]) {
+      r.keep[c] = 0;
+      ++r.zapped_by_mask;
+    } else if (!(r.sigma[c] > 0) || !std::isfinite(r.sigma[c]) || !std::isfinite(r.median[c])) {
+      r.keep[c] = 0;
+      ++r.zapped_dead;
+    }
+  }
+  if (config.zap_sigma > 0) {
+    std::vector<double> s;
+    for (int c = 0; c < nchans; ++c)
+      if (r.keep[c]) s.push_back(r.sigma[c]);
+    if (s.size() >= 3) {
+      auto lower_median_d = [](std::vector<double> v) {
+        auto mid = v.begin() + static_cast<std::ptrdiff_t>((v.size() - 1) / 2);
+        std::nth_element(v.begin(), mid, v.end());
+        return *mid;
+      };
+      const double med = lower_median_d(s);
+      for (auto& x : s)
+        x = std::abs(x - med);
+      const double mad = lower_median_d(s);
+      const double limit = config.zap_sigma * std::max(kMadToSigma * mad, 0.01 * med);
+      for (int c = 0; c < nchans; ++c)
+        if (r.keep[c] && std::abs(r.sigma[c] - med) > limit) {
+          r.keep[c] = 0;
+          ++r.zapped_outlier;
+        }
+    }
+  }
+}
+
+}  // namespace detail
 
 void RfiConfig::validate(int nchans) const {
   if (!zap.empty() && static_cast<int>(zap.size()) != nchans)
@@ -59,38 +102,7 @@ RfiReport clean_filterbank(float* data, std::int64_t nsamples, int nchans, const
     }
   }
 
-  // Zap: the user's mask, dead channels, then outliers of sigma among the rest.
-  for (int c = 0; c < nchans; ++c) {
-    if (!config.zap.empty() && config.zap[c]) {
-      r.keep[c] = 0;
-      ++r.zapped_by_mask;
-    } else if (!(r.sigma[c] > 0) || !std::isfinite(r.sigma[c]) || !std::isfinite(r.median[c])) {
-      r.keep[c] = 0;
-      ++r.zapped_dead;
-    }
-  }
-  if (config.zap_sigma > 0) {
-    std::vector<double> s;
-    for (int c = 0; c < nchans; ++c)
-      if (r.keep[c]) s.push_back(r.sigma[c]);
-    if (s.size() >= 3) {
-      auto lower_median_d = [](std::vector<double> v) {
-        auto mid = v.begin() + static_cast<std::ptrdiff_t>((v.size() - 1) / 2);
-        std::nth_element(v.begin(), mid, v.end());
-        return *mid;
-      };
-      const double med = lower_median_d(s);
-      for (auto& x : s)
-        x = std::abs(x - med);
-      const double mad = lower_median_d(s);
-      const double limit = config.zap_sigma * std::max(kMadToSigma * mad, 0.01 * med);
-      for (int c = 0; c < nchans; ++c)
-        if (r.keep[c] && std::abs(r.sigma[c] - med) > limit) {
-          r.keep[c] = 0;
-          ++r.zapped_outlier;
-        }
-    }
-  }
+  detail::decide_channels(r, config);
 
   // Normalise kept channels to zero median and unit sigma; zero the zapped ones; zero-DM.
   std::vector<float> scale(static_cast<std::size_t>(nchans), 0.f);

@@ -42,16 +42,41 @@ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// A unit Gaussian for the index i: Box-Muller on two uniforms hashed from (seed, i / 2); even i
-// takes the cosine, odd i the sine.
-double gaussian(std::uint64_t seed, std::uint64_t i) {
-  const std::uint64_t q = i >> 1;
-  const std::uint64_t k = splitmix64(seed ^ 0xD1B54A32D192ED03ull);
-  const double u1 = (static_cast<double>(splitmix64(k + 2 * q) >> 11) + 0.5) * 0x1p-53;
-  const double u2 = static_cast<double>(splitmix64(k + 2 * q + 1) >> 11) * 0x1p-53;
+// The key of the noise stream of `seed`.
+std::uint64_t noise_key(std::uint64_t seed) {
+  return splitmix64(seed ^ 0xD1B54A32D192ED03ull);
+}
+
+// The unit Gaussians of indices 2q (cosine) and 2q + 1 (sine): Box-Muller on two uniforms hashed
+// from (key, q).
+void gaussian_pair(std::uint64_t key, std::uint64_t q, double& even, double& odd) {
+  const double u1 = (static_cast<double>(splitmix64(key + 2 * q) >> 11) + 0.5) * 0x1p-53;
+  const double u2 = static_cast<double>(splitmix64(key + 2 * q + 1) >> 11) * 0x1p-53;
   const double r = std::sqrt(-2.0 * std::log(u1));
   const double a = 2.0 * std::numbers::pi * u2;
-  return (i & 1) ? r * std::sin(a) : r * std::cos(a);
+  even = r * std::cos(a);
+  odd = r * std::sin(a);
+}
+
+// Noise values mean + rms * g(i) for the indices i = first .. first + n - 1, where g(i) is the
+// Gaussian of index i (even: the cosine of pair i / 2, odd: its sine), each pair computed once.
+void fill_noise(std::uint64_t key, std::uint64_t first, int n, double mean, double rms,
+                float* out) {
+  int k = 0;
+  double even = 0, odd = 0;
+  if (first & 1) {  // the odd half of a pair that starts before this range
+    gaussian_pair(key, first >> 1, even, odd);
+    out[k++] = static_cast<float>(mean + rms * odd);
+  }
+  for (; k + 1 < n; k += 2) {
+    gaussian_pair(key, (first + k) >> 1, even, odd);
+    out[k] = static_cast<float>(mean + rms * even);
+    out[k + 1] = static_cast<float>(mean + rms * odd);
+  }
+  if (k < n) {
+    gaussian_pair(key, (first + k) >> 1, even, odd);
+    out[k] = static_cast<float>(mean + rms * even);
+  }
 }
 
 // Sub-channels per channel: arrival times at most a quarter of min(tsamp, sigma_g) apart.
@@ -197,12 +222,25 @@ BurstSignal burst_signal(const FilterbankSimConfig& c, const Burst& b) {
       static_cast<std::int64_t>(std::floor((b.time_s - spread - kReach * sigma) / c.tsamp_s) - 1);
   const auto p1 =
       static_cast<std::int64_t>(std::floor((b.time_s + spread + kReach * sigma) / c.tsamp_s) + 1);
-  std::vector<double> p(static_cast<std::size_t>(p1 - p0 + 1), 0.0);
-  for (int ch = 0; ch < c.nchans; ++ch) {
-    const double f = c.fch1_mhz + ch * c.foff_mhz, dc = delay(b.dm, f, fhi);
-    for (int m = 0; m < s.nsub; ++m)
-      add_gaussian(b.time_s + delay(b.dm, sub_freq(f, m), fhi) - dc, sigma, c.tsamp_s, w, p0, p);
+  // Channels in a fixed number of groups summed in group order, so that the result does not
+  // depend on the thread count (thousands of channels x sub-channels: serial, this took seconds).
+  const std::size_t plen = static_cast<std::size_t>(p1 - p0 + 1);
+  constexpr int kGroups = 64;
+  std::vector<std::vector<double>> part(kGroups);
+#pragma omp parallel for schedule(dynamic)
+  for (int g = 0; g < kGroups; ++g) {
+    part[g].assign(plen, 0.0);
+    for (int ch = g; ch < c.nchans; ch += kGroups) {
+      const double f = c.fch1_mhz + ch * c.foff_mhz, dc = delay(b.dm, f, fhi);
+      for (int m = 0; m < s.nsub; ++m)
+        add_gaussian(b.time_s + delay(b.dm, sub_freq(f, m), fhi) - dc, sigma, c.tsamp_s, w, p0,
+                     part[g]);
+    }
   }
+  std::vector<double> p(plen, 0.0);
+  for (const auto& q : part)
+    for (std::size_t i = 0; i < plen; ++i)
+      p[i] += q[i];
   double norm2 = 0;
   for (double v : p)
     norm2 += v * v;
@@ -250,16 +288,20 @@ nlohmann::json simulate_filterbank(const FilterbankSimConfig& c, const std::stri
   const std::int64_t n = c.nsamples();
   const double mean = c.mean(), rms = c.rms();
   {
+    // Per block of rows: noise (one counter-based stream, so any thread count gives the same
+    // file), the bursts, then quantisation, all but the bursts in parallel over rows; memory is
+    // one block of floats and its packed bytes.
     io::FilterbankWriter writer(path, h);
+    const std::uint64_t key = noise_key(c.seed);
+    const auto row_bytes = static_cast<std::int64_t>(h.bytes_per_sample());
     std::vector<float> rows(static_cast<std::size_t>(kWriteRows * c.nchans));
+    std::vector<std::uint8_t> packed(static_cast<std::size_t>(kWriteRows * row_bytes));
     for (std::int64_t t0 = 0; t0 < n; t0 += kWriteRows) {
       const std::int64_t nt = std::min(kWriteRows, n - t0);
 #pragma omp parallel for schedule(static)
-      for (std::int64_t j = 0; j < nt; ++j) {
-        const auto base = static_cast<std::uint64_t>((t0 + j) * c.nchans);
-        for (int ch = 0; ch < c.nchans; ++ch)
-          rows[j * c.nchans + ch] = static_cast<float>(mean + rms * gaussian(c.seed, base + ch));
-      }
+      for (std::int64_t j = 0; j < nt; ++j)
+        fill_noise(key, static_cast<std::uint64_t>((t0 + j) * c.nchans), c.nchans, mean, rms,
+                   rows.data() + j * c.nchans);
       for (const auto& s : signals)
         for (int ch = 0; ch < c.nchans; ++ch) {
           const auto& v = s.values[ch];
@@ -269,7 +311,11 @@ nlohmann::json simulate_filterbank(const FilterbankSimConfig& c, const std::stri
           for (std::int64_t t = a; t < z; ++t)
             rows[(t - t0) * c.nchans + ch] += v[t - s.first[ch]];
         }
-      writer.write(rows.data(), nt);
+#pragma omp parallel for schedule(static)
+      for (std::int64_t j = 0; j < nt; ++j)
+        io::pack_samples(rows.data() + j * c.nchans, c.nbits, static_cast<std::size_t>(c.nchans),
+                         packed.data() + j * row_bytes, h.is_signed);
+      writer.write_raw(packed.data(), static_cast<std::size_t>(nt * row_bytes));
     }
     writer.commit();
   }
