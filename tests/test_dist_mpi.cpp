@@ -37,10 +37,11 @@ std::string find_mpirun() {
 
 // `mpirun -n N warpbeam ARGS`: quiet (-q: no OpenMPI banner), more ranks than cores allowed,
 // shared memory without the single-copy mechanism (containers may refuse it).
-wbtest::CliResult run_mpi(int n, const std::string& args) {
+wbtest::CliResult run_mpi(int n, const std::string& mpirun_options, const std::string& args) {
   std::string cmd = "'" + find_mpirun() + "' -q --oversubscribe";
   if (::geteuid() == 0) cmd += " --allow-run-as-root";
-  cmd += " --mca btl_vader_single_copy_mechanism none -n " + std::to_string(n);
+  cmd +=
+      " --mca btl_vader_single_copy_mechanism none " + mpirun_options + " -n " + std::to_string(n);
   return wbdist::run(cmd, args);
 }
 
@@ -61,7 +62,7 @@ void expect_same_cand(const wbtest::TempDir& dir, const std::string& inputs,
   ASSERT_FALSE(want.empty());
   for (int n : ranks) {
     const std::string out = dir.file("n" + std::to_string(n) + ".cand");
-    const auto r = run_mpi(n, "search " + inputs + " " + options + " --output '" + out + "'");
+    const auto r = run_mpi(n, "", "search " + inputs + " " + options + " --output '" + out + "'");
     ASSERT_EQ(r.exit_code, 0) << "mpirun -n " << n << ": " << r.err;
     EXPECT_EQ(wbtest::slurp(out), want) << "mpirun -n " << n << " wrote another .cand";
     EXPECT_EQ(count(r.out, "candidate(s)"), 1u) << "rank 0 alone reports:\n" << r.out;
@@ -139,7 +140,8 @@ TEST(MpiSearch, AFailingRankStopsEveryRankWithOneErrorAndNoOutput) {
       SCOPED_TRACE("mpirun -n " + std::to_string(n) + " warpbeam search" + c.inputs + " " +
                    c.options);
       const auto r = run_mpi(
-          n, "search " + c.inputs + " " + c.options + " --output '" + dir.file("out.cand") + "'");
+          n, "",
+          "search " + c.inputs + " " + c.options + " --output '" + dir.file("out.cand") + "'");
       EXPECT_EQ(r.exit_code, c.code) << r.err;
       EXPECT_EQ(r.err.rfind("warpbeam: error: ", 0), 0u) << r.err;
       EXPECT_EQ(count(r.err, "\n"), 1u) << "one line, from rank 0:\n" << r.err;
@@ -151,6 +153,28 @@ TEST(MpiSearch, AFailingRankStopsEveryRankWithOneErrorAndNoOutput) {
       EXPECT_EQ(one.exit_code, c.code) << one.err;
       EXPECT_NE(one.err.find(c.word), std::string::npos) << one.err;
     }
+}
+
+TEST(MpiSearch, ARankFailingAloneAfterItsSearchStopsEveryRank) {
+  WB_REQUIRE_MPI();
+  wbtest::TempDir dir;
+  const std::string beams = simulate_beams(dir, 3);
+  // Rank 2 of 3 fails after its search (fault injection), while ranks 0 and 1 have searched
+  // theirs and wait in the agreement: one error line from rank 0, naming rank 2, no output.
+  const auto r =
+      run_mpi(3, "-x WARPBEAM_TEST_FAIL_RANK=2",
+              "search " + beams + " --dm-max 400 --output '" + dir.file("out.cand") + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("warpbeam: error: injected failure", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("(rank 2 of 3)"), std::string::npos) << r.err;
+  EXPECT_EQ(count(r.err, "\n"), 1u) << "one line, from rank 0:\n" << r.err;
+  EXPECT_EQ(count(r.out, "candidate(s)"), 0u) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.cand"))) << "a partial product";
+  // Without the injection the same run succeeds (so the failure above is the injected one).
+  const auto ok =
+      run_mpi(3, "", "search " + beams + " --dm-max 400 --output '" + dir.file("out.cand") + "'");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("out.cand")));
 }
 
 // ---------------------------------------------------------------------------------------------

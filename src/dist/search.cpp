@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <thread>
 #include <tuple>
@@ -429,6 +430,12 @@ DistSearchResult search_files(const DistSearchConfig& cfg, const Comm& comm) {
   error = nullptr;
   try {
     pieces = run_local_workers(cfg, setup, res.files, partition, first_worker);
+    // Fault injection for the tests (test_dist_mpi): this rank alone fails after its search,
+    // as a rank whose disk or device failed would, while the others carry on to the agreement.
+    if (const char* r = std::getenv("WARPBEAM_TEST_FAIL_RANK");
+        r && *r && std::atoi(r) == comm.rank())
+      fail(ErrorCategory::io, "injected failure after the search (WARPBEAM_TEST_FAIL_RANK={})",
+           comm.rank());
   } catch (...) {
     error = std::current_exception();
   }
