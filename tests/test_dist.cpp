@@ -368,8 +368,9 @@ TEST(DistSearch, ABadFileStopsTheRunWithOneError) {
       EXPECT_NE(e.category(), ErrorCategory::invalid_argument);
     }
   }
-  // A file shorter than the largest delay fails in its worker (the second: the 2.0 s beam is
-  // shorter than the 2.2 s delay at DM 5000, the 2.5 s one is not): a usage error naming --dm-max.
+  // A file shorter than the largest delay fails when the run plans it (the second: the 2.0 s beam
+  // is shorter than the 2.2 s delay at DM 5000, the 2.5 s one is not): a usage error naming
+  // --dm-max.
   dc.files = {files[2], files[0]};
   dc.search.dm_max = 5000;
   dc.cpu_workers = 2;

@@ -129,8 +129,8 @@ TEST(MpiSearch, AFailingRankStopsEveryRankWithOneErrorAndNoOutput) {
   const std::vector<Case> cases = {
       // A malformed file (every rank reads the headers).
       {beams + " '" + dir.file("bad.fil") + "'", "", 1, "bad.fil"},
-      // The 2.5 s beam is shorter than the delay at DM 6000 (2.64 s), the 3.0 s one is not: only
-      // the rank searching beam 0 fails, after the others started; a usage error (exit 2).
+      // The 2.5 s beam is shorter than the delay at DM 6000 (2.64 s), the 3.0 s one is not: the
+      // run's planning (every rank) fails on beam 0; a usage error (exit 2).
       {beams, "--dm-max 6000", 2, "--dm-max"},
       // A bad option value, seen by every rank alike.
       {beams, "--snr-min -1", 2, "--snr-min"},

@@ -4,19 +4,23 @@
 // .cand file, as the search by one process with one worker.
 //
 // How it stays identical:
-// - every file is cut into the same gulps with the same statistics whoever searches it (the
-//   gulp is sized for the whole DM list and for `memory_threads`, not for the worker's slice or
-//   thread count); a DM trial's dedispersion and search do not depend on the other trials;
-// - a file searched by one worker is clustered there (search_filterbank); a file whose DM list
-//   is split over workers is clustered on rank 0 from the peaks of all its slices
-//   (cluster_peaks: friends-of-friends components do not depend on the order of the peaks, and
-//   the streaming Clusterer of a single search finds the same components);
+// - every worker runs the file search's own gulp runner (src/search/pipeline.hpp:
+//   run_gulps_cpu / run_gulps_cuda) on its DM range, with the gulp the whole run agreed on: each
+//   rank plans every file for each of its workers (the host memory bound counts the node's cores
+//   or --threads, not the worker's share; a CUDA worker gets its share of the device budget) and
+//   the run takes the smallest gulp, so all cut a file into the same gulps with the same
+//   statistics; a DM trial's dedispersion and search do not depend on the other trials;
+// - a file searched by one worker is clustered there, streaming, as search_filterbank does; a
+//   file whose DM list is split over workers is clustered on rank 0 from the peaks of all its
+//   slices (cluster_peaks: friends-of-friends components do not depend on the order of the
+//   peaks, and the streaming Clusterer of a single search finds the same components);
 // - the candidates of all files are sorted on rank 0 in one total order (sort_candidates).
 // One difference is possible: SearchConfig::max_peaks caps the peaks per DM-time plane, so when
 // a plane exceeds it (with a warning) a slice keeps a different set than the whole list.
 //
-// Errors: every rank reads every file's header first; any failure there or in the search, on any
-// rank or worker, stops every rank with one error (Comm::agree) and no candidates. A failing
+// Errors: every rank reads and plans every file first (a malformed file, or one shorter than the
+// largest delay, fails there on every rank); any failure there or in the search, on any rank or
+// worker, stops every rank with one error (Comm::agree) and no candidates. A failing
 // worker stops the other workers of its process before their next piece; other ranks learn of
 // it when they have searched their pieces (the next agreement), so no search is cut mid-piece.
 
@@ -36,8 +40,8 @@ namespace warpbeam::dist {
 struct DistSearchConfig {
   /// The files; file b's candidates carry beam search.beam + b.
   std::vector<std::string> files;
-  /// Parameters of every file's search (beam and part are set per piece; progress is shown only
-  /// when one worker does everything).
+  /// Parameters of every file's search (beam is set per file; progress is shown only when one
+  /// worker does everything; device is replaced by the worker's: see gpus).
   search::FileSearchConfig search;
   Backend backend = Backend::cpu;  ///< resolved on every rank (auto: CUDA where a device is)
   /// CUDA devices of this process's workers (--gpus; empty: every visible one). See
