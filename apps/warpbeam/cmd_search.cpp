@@ -86,7 +86,8 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
     dc.search = c;
     dc.backend = parse_backend(o.backend);
     if (!o.gpus.empty()) dc.gpus = dist::parse_gpu_list(o.gpus);
-    if (o.device_given) dc.gpus = {c.device};
+    // --device picks the one GPU (and, as before --gpus, means nothing to the CPU backend).
+    if (o.device_given && resolve_backend(dc.backend) == Backend::cuda) dc.gpus = {c.device};
   } catch (...) {
     error = std::current_exception();
   }
