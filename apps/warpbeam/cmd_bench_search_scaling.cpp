@@ -90,6 +90,13 @@ nlohmann::json kernel_part(const ScalingOptions& o, const std::vector<Layout>& l
   for (const auto& l : ls) {
     const int w = static_cast<int>(l.devices.size());
     struct Worker {
+      ~Worker() {  // release the plan and buffers on their own device
+        try {
+          if (device >= 0) set_device(device);
+        } catch (...) {
+        }
+      }
+      int device = -1;
       std::optional<dedisp::DedispersionPlan> plan;
       DeviceArray<std::uint8_t> in;
       DeviceArray<float> out;
@@ -97,7 +104,8 @@ nlohmann::json kernel_part(const ScalingOptions& o, const std::vector<Layout>& l
     std::vector<Worker> workers(static_cast<std::size_t>(w));
     for (int k = 0; k < w; ++k) {  // plans and buffers on their devices, input copied to each
       auto& wk = workers[static_cast<std::size_t>(k)];
-      set_device(l.devices[static_cast<std::size_t>(k)]);
+      wk.device = l.devices[static_cast<std::size_t>(k)];
+      set_device(wk.device);
       const auto [b, e] = dist::split_range(ndm, w, k);
       auto ck = c;
       ck.dms.assign(c.dms.begin() + b, c.dms.begin() + e);

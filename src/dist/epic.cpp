@@ -42,6 +42,13 @@ void for_each_block(std::size_t n, F&& f) {
 }  // namespace
 
 struct MultiEpicPlan::Block {
+  // The block's plan and buffers are released on their own device, whichever is current.
+  ~Block() {
+    try {
+      if (device >= 0) set_device(device);
+    } catch (...) {  // nothing better to do in a destructor
+    }
+  }
   int first = 0, last = 0, device = -1;
   std::unique_ptr<epic::EpicPlan> plan;
   DeviceArray<std::uint8_t> in;  // CUDA: the block's input and output on its device
