@@ -4,6 +4,7 @@
 // observation), errors, and the multi-block EPIC plan against one plan.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 
 #include "epic_test_util.hpp"
@@ -14,6 +15,7 @@
 #include "warpbeam/dist/search.hpp"
 #include "warpbeam/dist/work.hpp"
 #include "warpbeam/io/candidates.hpp"
+#include "warpbeam/io/image.hpp"
 #include "warpbeam/search.hpp"
 #include "warpbeam/sim/filterbank.hpp"
 
@@ -492,6 +494,26 @@ TEST(DistCli, SeveralFilesAndDeviceOptions) {
     EXPECT_EQ(e.err.rfind("warpbeam: error: ", 0), 0u) << e.err;
     EXPECT_NE(e.err.find(b.word), std::string::npos) << e.err;
     EXPECT_EQ(dir.files(), before);
+  }
+}
+
+TEST(DistCli, ImageGpusIsCheckedBeforeAnyFile) {
+  if (!io::fits_supported()) GTEST_SKIP() << "this build has no cfitsio (image writes FITS)";
+  wbtest::TempDir dir;
+  struct Bad {
+    std::string args, word;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"--backend cpu --gpus 0", "CUDA"},  // --gpus needs the CUDA backend
+           {"--backend cpu --gpus 0,", "--gpus"},
+           {"--backend cuda --gpus x", "--gpus"},
+       }) {
+    SCOPED_TRACE(b.args);
+    const auto e = wbtest::run_cli("image '" + dir.file("missing.tbf") + "' --out '" +
+                                   dir.file("img") + "' " + b.args);
+    EXPECT_EQ(e.exit_code, 2) << e.err;
+    EXPECT_NE(e.err.find(b.word), std::string::npos) << e.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("img")));
   }
 }
 
