@@ -13,6 +13,8 @@
 #include "commands.hpp"
 #include "epic_common.hpp"
 #include "warpbeam/device.hpp"
+#include "warpbeam/dist/epic.hpp"
+#include "warpbeam/dist/work.hpp"
 #include "warpbeam/epic.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/image.hpp"
@@ -29,6 +31,7 @@ constexpr double kPi = 3.14159265358979323846;
 struct ImageOptions {
   std::string in, out, ssmif, channels = "all", backend = "auto", algorithm = "auto";
   std::string stokes = "IQUV";
+  std::string gpus;  // --gpus: devices sharing the channels (default: every visible one)
   int size = 128, support = 2, accumulate = 1, max_images = 0;
   std::int64_t gulp = 1000;
   double cell = 0, max_radius = 150;
@@ -62,6 +65,14 @@ void run_image(const ImageOptions& o) {
   if (!io::fits_supported())
     fail(ErrorCategory::unsupported, "this build has no cfitsio: `warpbeam image` writes FITS");
   const Backend backend = parse_backend(o.backend);
+  // Several GPUs share the channels (warpbeam/dist/epic.hpp); the CPU images them in one block.
+  std::vector<int> devices = o.gpus.empty() ? std::vector<int>{} : dist::parse_gpu_list(o.gpus);
+  if (resolve_backend(backend) == Backend::cpu && !devices.empty())
+    fail(ErrorCategory::invalid_argument,
+         "--gpus needs the CUDA backend (--backend cuda, or auto on a machine with a GPU)");
+  if (resolve_backend(backend) == Backend::cuda && devices.empty())
+    for (int d = 0; d < device_count(); ++d)
+      devices.push_back(d);
   const epic::Algorithm algorithm = epic::parse_algorithm(o.algorithm);
   const std::string ssmif_path = epic_common::find_ssmif(o.ssmif);
   if (ssmif_path.empty())
@@ -117,31 +128,25 @@ void run_image(const ImageOptions& o) {
   cfg.support = o.support;
   cfg.max_stand_radius_m = o.max_radius;
   cfg.algorithm = algorithm;
-  const epic::EpicPlan plan(cfg, backend);
+  const dist::MultiEpicPlan plan(cfg, backend, devices);
   const int nused = static_cast<int>(plan.used_stands().size());
   const int n = o.size;
   const std::size_t nn = static_cast<std::size_t>(n) * n;
   fmt::print(stderr,
              "warpbeam image: {} spectra x {} channels ({:.4f} - {:.4f} MHz), {} of {} stands "
-             "gridded ({} flagged, {} beyond {} m), {} x {} pixels, {} on {}\n",
+             "gridded ({} flagged, {} beyond {} m), {} x {} pixels, {} on {} ({} channel "
+             "block(s))\n",
              info.ntime, nchan, cfg.freqs_hz.front() / 1e6, cfg.freqs_hz.back() / 1e6, nused,
              info.nstand,
              info.nstand - static_cast<int>(std::count(station.ok.begin(), station.ok.end(), 1)),
              plan.distant_stands().size(), o.max_radius, n, n, epic::to_string(plan.algorithm()),
-             to_string(plan.backend()));
+             to_string(plan.backend()), plan.blocks());
 
-  // Buffers (device ones for CUDA).
+  // Host buffers (each channel block copies its part to its device and back).
   const std::size_t in_bytes = static_cast<std::size_t>(nchan) * o.gulp * info.nstand * 2;
   std::vector<std::uint8_t> host_in(in_bytes);
   std::vector<float> host_out(static_cast<std::size_t>(nchan) * 4 * nn);
   std::vector<double> acc(host_out.size());
-  const bool cuda = plan.backend() == Backend::cuda;
-  DeviceArray<std::uint8_t> dev_in;
-  DeviceArray<float> dev_out;
-  if (cuda) {
-    dev_in = DeviceArray<std::uint8_t>(in_bytes);
-    dev_out = DeviceArray<float>(host_out.size());
-  }
   std::filesystem::create_directories(o.out);
   const epic::ImageGeometry geo = plan.geometry();
   const int nstokes = o.stokes == "I" ? 1 : 4;
@@ -152,16 +157,8 @@ void run_image(const ImageOptions& o) {
     const std::int64_t t_first = img * o.accumulate * o.gulp;
     for (int g = 0; g < o.accumulate; ++g) {
       reader.read(t_first + g * o.gulp, o.gulp, c0, nchan, host_in.data());
-      if (cuda) {
-        copy_bytes(dev_in.data(), host_in.data(), in_bytes);
-        plan.execute(View<const std::uint8_t, 4>(dev_in.data(), {nchan, o.gulp, info.nstand, 2},
-                                                 Space::device),
-                     View<float, 4>(dev_out.data(), {nchan, 4, n, n}, Space::device));
-        copy_bytes(host_out.data(), dev_out.data(), dev_out.bytes());
-      } else {
-        plan.execute(View<const std::uint8_t, 4>(host_in.data(), {nchan, o.gulp, info.nstand, 2}),
-                     View<float, 4>(host_out.data(), {nchan, 4, n, n}));
-      }
+      plan.execute(View<const std::uint8_t, 4>(host_in.data(), {nchan, o.gulp, info.nstand, 2}),
+                   View<float, 4>(host_out.data(), {nchan, 4, n, n}));
       for (std::size_t i = 0; i < acc.size(); ++i)
         acc[i] += host_out[i];
       progress.update(img * o.accumulate + g + 1);
@@ -298,6 +295,8 @@ void add_image_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-cable-delays", o->no_cables, "Do not remove the SSMIF cable delays");
   add_backend_option(*cmd, o->backend);
+  cmd->add_option("--gpus", o->gpus,
+                  "CUDA devices sharing the channels, e.g. 0,1 (default: every visible one)");
   cmd->callback([o] { run_image(*o); });
 }
 

@@ -1,12 +1,15 @@
-// `warpbeam search FILE`: the single-pulse search of a SIGPROC filterbank (RFI cleaning,
+// `warpbeam search FILE...`: the single-pulse search of SIGPROC filterbanks (RFI cleaning,
 // dedispersion, baseline, boxcar filters, peaks, clustering); candidates as heimdall's .cand
-// and JSON, a table of the best on stdout.
+// and JSON, a table of the best on stdout. Several files (beams), several GPUs (--gpus) and
+// several processes (mpirun) share the work through warpbeam/dist/search.hpp; the candidates
+// are the same, byte for byte, as one process writes.
 #include <chrono>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
 #include "search_report.hpp"
+#include "warpbeam/dist/search.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/candidates.hpp"
 #include "warpbeam/search.hpp"
@@ -16,62 +19,118 @@ namespace warpbeam::cli {
 namespace {
 
 struct SearchOptions {
-  std::string path, output, json, zap_chans, backend = "cpu";
+  std::vector<std::string> paths;
+  std::string output, json, zap_chans, backend = "cpu", gpus;
   search::FileSearchConfig config;
   double memory_mib = 2048, gpu_memory_mib = 0;
   int top = 10;
-  bool no_zero_dm = false, beam_column = false;
+  bool no_zero_dm = false, beam_column = false, device_given = false;
 };
 
-void run_search(SearchOptions& o) {
-  auto& c = o.config;
-  c.zero_dm = !o.no_zero_dm;
-  c.zap_channels = search::parse_channel_list(o.zap_chans);
-  c.memory_bytes = static_cast<std::int64_t>(o.memory_mib * 1024 * 1024);
-  c.device_memory_bytes = static_cast<std::int64_t>(o.gpu_memory_mib * 1024 * 1024);
-  c.validate();  // usage errors (exit 2) before the file is opened
-  const Backend backend = parse_backend(o.backend);
-  const auto t0 = std::chrono::steady_clock::now();
-  const search::SearchResult r = search::search_filterbank(o.path, c, backend);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto& h = r.header;
-
-  nlohmann::json params = c.to_json();
-  params["run"] = r.to_json();
-  if (!o.output.empty()) io::write_cand(o.output, r.candidates, o.beam_column);
-  if (!o.json.empty()) io::write_candidates_json(o.json, r.candidates, h, o.path, params, r.dms);
-
-  fmt::print("{}: {} channels, {} samples ({:.3f} s), tsamp {} us\n", o.path, h.nchans, h.nsamples,
+// The report of one file's search, from the run JSON of its (first) piece.
+void print_file(const dist::FileReport& f, const search::FileSearchConfig& c,
+                const dist::DistSearchResult& r) {
+  const auto& h = f.header;
+  const auto& run = f.pieces.front().run;
+  fmt::print("{}: {} channels, {} samples ({:.3f} s), tsamp {} us\n", f.path, h.nchans, h.nsamples,
              h.duration_s(), h.tsamp * 1e6);
+  const auto searched = run.at("nsamples_searched").get<std::int64_t>();
+  const auto widest = run.at("widest_boxcar").get<int>();
   fmt::print(
       "searched {} samples: {} DM trials {:.2f}-{:.2f}, boxcars 1-{} (--boxcar-max {}), S/N >= "
-      "{}, {} gulp(s) of {}, {} in {:.2f} s ({:.2f}x real time)\n",
-      r.nsamples_searched, r.dms.size(), r.dms.front(), r.dms.back(), r.widest_boxcar, c.boxcar_max,
-      c.snr_min, r.gulps, r.gulp, r.backend, secs, r.nsamples_searched * h.tsamp / secs);
-  if (r.widest_boxcar < c.boxcar_max)
+      "{}, {} gulp(s) of {}, {}",
+      searched, f.dms.size(), f.dms.front(), f.dms.back(), widest, c.boxcar_max, c.snr_min,
+      run.at("gulps").get<std::int64_t>(), run.at("gulp").get<std::int64_t>(),
+      run.at("backend").get<std::string>());
+  if (r.files.size() == 1)
+    fmt::print(" in {:.2f} s ({:.2f}x real time)", r.seconds, searched * h.tsamp / r.seconds);
+  fmt::print("\n");
+  if (widest < c.boxcar_max)
     fmt::print("(boxcars wider than {} need a longer --baseline or more data: see --help)\n",
-               r.widest_boxcar);
+               widest);
+  if (r.workers > 1) return;  // stage times of one worker only
+  const auto& t = run.at("seconds");
   fmt::print(
       "time (s): read {:.2f}, RFI {:.2f}, dedispersion {:.2f}, search {:.2f}, clustering "
       "{:.2f}; memory {} MiB\n",
-      r.seconds_read, r.seconds_rfi, r.seconds_dedisp, r.seconds_search, r.seconds_cluster,
-      r.memory_bytes >> 20);
-  if (r.backend == "cuda")
+      t.at("read").get<double>(), t.at("rfi").get<double>(), t.at("dedisp").get<double>(),
+      t.at("search").get<double>(), t.at("cluster").get<double>(),
+      run.at("memory_bytes").get<std::int64_t>() >> 20);
+  if (run.at("backend").get<std::string>() == "cuda")
     fmt::print(
         "GPU: {} MiB of device buffers; copied {:.3f} GB to the device, {:.3f} MB back (stage "
         "times are GPU time on two overlapping streams)\n",
-        r.device_memory_bytes >> 20, r.bytes_to_device / 1e9, r.bytes_from_device / 1e6);
+        run.at("device_memory_bytes").get<std::int64_t>() >> 20,
+        run.at("bytes_to_device").get<std::int64_t>() / 1e9,
+        run.at("bytes_from_device").get<std::int64_t>() / 1e6);
+}
+
+void run_search(SearchOptions& o, const dist::Comm& comm) {
+  auto& c = o.config;
+  dist::DistSearchConfig dc;
+  std::exception_ptr error;
+  try {  // usage errors (exit 2) before any file is opened, on every rank alike
+    c.zero_dm = !o.no_zero_dm;
+    c.zap_channels = search::parse_channel_list(o.zap_chans);
+    c.memory_bytes = static_cast<std::int64_t>(o.memory_mib * 1024 * 1024);
+    c.device_memory_bytes = static_cast<std::int64_t>(o.gpu_memory_mib * 1024 * 1024);
+    c.validate();
+    if (!o.json.empty() && o.paths.size() > 1)
+      fail(ErrorCategory::invalid_argument,
+           "--json describes one file's search: give one FILE, or --output for several");
+    if (o.device_given && !o.gpus.empty())
+      fail(ErrorCategory::invalid_argument,
+           "--device {} and --gpus {}: give one (--gpus lists the devices sharing the work)",
+           c.device, o.gpus);
+    dc.files = o.paths;
+    dc.search = c;
+    dc.backend = parse_backend(o.backend);
+    if (!o.gpus.empty()) dc.gpus = dist::parse_gpu_list(o.gpus);
+    // --device picks the one GPU (and, as before --gpus, means nothing to the CPU backend).
+    if (o.device_given && resolve_backend(dc.backend) == Backend::cuda) dc.gpus = {c.device};
+  } catch (...) {
+    error = std::current_exception();
+  }
+  comm.agree(error);
+  const dist::DistSearchResult r = dist::search_files(dc, comm);
+  const bool beam_column = o.beam_column || o.paths.size() > 1;
+
+  // Rank 0 writes the products; every rank learns whether that worked.
+  if (comm.is_root()) {
+    try {
+      if (!o.output.empty()) io::write_cand(o.output, r.candidates, beam_column);
+      if (!o.json.empty()) {
+        const auto& f = r.files.front();
+        nlohmann::json params = c.to_json();
+        params["run"] = f.pieces.size() == 1 ? f.pieces.front().run : nlohmann::json(nullptr);
+        if (r.workers > 1) params["distributed"] = r.to_json();
+        io::write_candidates_json(o.json, r.candidates, f.header, f.path, params, f.dms);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  comm.agree(error);
+  if (!comm.is_root()) return;
+
+  for (const auto& f : r.files)
+    print_file(f, c, r);
+  if (r.workers > 1)
+    fmt::print("{} file(s) on {} worker(s) ({} rank(s), {}) in {:.2f} s\n", r.files.size(),
+               r.workers, r.ranks, r.backend, r.seconds);
   fmt::print("{} candidate(s)\n", r.candidates.size());
-  print_candidates(r.candidates, h.tsamp, o.top);
+  print_candidates(r.candidates, r.files.front().header.tsamp, o.top);
 }
 
 }  // namespace
 
 void add_search_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("search", "Single-pulse search of a SIGPROC filterbank");
+  auto* cmd = app.add_subcommand("search", "Single-pulse search of SIGPROC filterbanks (beams)");
   auto o = std::make_shared<SearchOptions>();
   auto& c = o->config;
-  cmd->add_option("FILE", o->path, "SIGPROC filterbank file")->required();
+  cmd->add_option("FILE", o->paths,
+                  "SIGPROC filterbank files (several: beams 0, 1, ... in this order)")
+      ->required();
   cmd->add_option("--dm-min", c.dm_min, "Smallest DM (pc cm^-3)")->capture_default_str();
   cmd->add_option("--dm-max", c.dm_max, "Largest DM (pc cm^-3)")->capture_default_str();
   cmd->add_option("--dm-tol", c.dm_tolerance, "DM list tolerance (dedisp's rule, > 1)")
@@ -94,7 +153,8 @@ void add_search_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--output", o->output, "Write candidates as heimdall's .cand to this file");
   cmd->add_option("--json", o->json, "Write candidates, parameters and header as JSON");
-  cmd->add_flag("--beam-column", o->beam_column, "Add the beam as a 10th .cand column");
+  cmd->add_flag("--beam-column", o->beam_column,
+                "Add the beam as a 10th .cand column (always with several files)");
   cmd->add_option("--threads", c.threads, "CPU threads (0: all)")->capture_default_str();
   cmd->add_option("--memory", o->memory_mib, "Memory budget for the search's buffers (MiB)")
       ->capture_default_str();
@@ -105,12 +165,17 @@ void add_search_command(CLI::App& app) {
       ->capture_default_str();
   add_backend_option(*cmd, o->backend);
   cmd->add_option("--gpu-memory", o->gpu_memory_mib,
-                  "CUDA: budget for the device buffers (MiB; 0: 80% of the free memory)")
+                  "CUDA: budget for the device buffers (MiB; 0: 80% of the free memory, shared "
+                  "by the workers of a device)")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
-  cmd->add_option("--device", c.device, "CUDA device index")
+  cmd->add_option("--device", c.device, "CUDA device index (one device; see --gpus)")
       ->check(CLI::Range(0, 1023))
+      ->each([o](const std::string&) { o->device_given = true; })
       ->capture_default_str();
+  cmd->add_option("--gpus", o->gpus,
+                  "CUDA devices sharing the work, e.g. 0,1 or 0,0 (default: every visible one; "
+                  "under mpirun each rank takes one, local rank mod the list)");
   cmd->add_option("--gpu-streams", c.gpu_streams,
                   "CUDA: 2 overlaps gulp n+1's read, copy and RFI stage with gulp n's work; 1 "
                   "runs the gulps in turn")
@@ -122,8 +187,13 @@ void add_search_command(CLI::App& app) {
   cmd->footer(
       "--backend cuda runs RFI cleaning, dedispersion and the search on the GPU (only the packed "
       "samples go there, only the peaks come back); reading and clustering stay on the host. "
-      "auto picks cuda when a GPU is present. Both backends give the same candidates.");
-  cmd->callback([o] { run_search(*o); });
+      "auto picks cuda when a GPU is present. Both backends give the same candidates. Several "
+      "files, GPUs (--gpus) or MPI ranks (mpirun -n N warpbeam search ...) split the files and "
+      "DM ranges; the candidates are the same as one process finds.");
+  cmd->callback([o] {
+    const dist::Comm& comm = dist::Comm::world();
+    dist::run_collective(comm, [&] { run_search(*o, comm); });
+  });
 }
 
 }  // namespace warpbeam::cli

@@ -28,6 +28,8 @@ void add_demo_command(CLI::App& app);
 /// `bench search --config D1 --backend cpu|cuda` (cmd_bench_search.cpp): the file search end to
 /// end on a simulated D1 file with an injected burst.
 void add_bench_search_command(CLI::App& app);
+/// `bench search-scaling` (cmd_bench_search_scaling.cpp): the D1 search on one GPU and on all.
+void add_bench_search_scaling_command(CLI::App& app);
 
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);

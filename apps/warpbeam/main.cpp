@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   add_simulate_filterbank_command(app);
   add_demo_command(app);
   add_bench_search_command(app);
+  add_bench_search_scaling_command(app);
 
   try {
     app.parse(argc, argv);

@@ -117,6 +117,9 @@ struct EpicConfig {
   /// Stands farther than this from the centroid of the usable stands are not gridded (LWA-SV's
   /// outrigger, stand 256 at x = -293 m, would otherwise stretch the aperture fivefold).
   double max_stand_radius_m = 150;
+  /// Aperture cell in wavelengths, overriding cell_m when > 0 (at most 0.5): a channel block of
+  /// the multi-device imager (warpbeam/dist/epic.hpp) keeps its whole band's cell.
+  double du_override = 0;
 
   Algorithm algorithm = Algorithm::automatic;
   FusedTuning fused;

@@ -37,6 +37,7 @@ double EpicConfig::max_frequency_hz() const {
 }
 
 double EpicConfig::cell_wavelengths() const {
+  if (du_override > 0) return du_override;
   const double lambda_min = kSpeedOfLight / max_frequency_hz();
   return (cell_m > 0 ? cell_m : lambda_min / 2) / lambda_min;
 }
@@ -79,6 +80,11 @@ void EpicConfig::validate() const {
          "cell_m = {} m must be in (0, lambda/2 = {:.4f} m] at the highest frequency ({:.4f} MHz),"
          " or 0 for lambda/2: a larger cell aliases the sky",
          cell_m, lambda_min / 2, max_frequency_hz() / 1e6);
+  if (!(du_override >= 0) || du_override > 0.5 * (1 + 1e-9))
+    fail(ErrorCategory::invalid_argument,
+         "du_override = {} wavelengths must be in (0, 0.5], or 0 for cell_m: a larger cell "
+         "aliases the sky",
+         du_override);
   if (!(max_stand_radius_m > 0))
     fail(ErrorCategory::invalid_argument, "max_stand_radius_m = {} must be > 0",
          max_stand_radius_m);

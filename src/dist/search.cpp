@@ -1,0 +1,462 @@
+// The search of several files by several workers and ranks (see warpbeam/dist/search.hpp):
+// headers first (every rank), then the split, the pieces in worker threads, the gather on rank
+// 0 and the merge there. Every step that can fail on one rank ends in Comm::agree.
+#include "warpbeam/dist/search.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <thread>
+#include <tuple>
+
+#include "dist/pack.hpp"
+#include "search/pipeline.hpp"
+#include "warpbeam/dedisp.hpp"
+#include "warpbeam/device.hpp"
+#include "warpbeam/format.hpp"
+#include "warpbeam/progress.hpp"
+
+namespace warpbeam::dist {
+
+namespace {
+
+// What a worker found in one piece.
+struct Piece {
+  SearchTask task;
+  int worker = 0, rank = 0, device = -1;
+  std::string run;                            // SearchResult::to_json().dump()
+  std::vector<search::Candidate> candidates;  // a whole file, clustered by its worker
+  std::vector<search::Peak> peaks;            // a slice: clustered on rank 0
+};
+
+// How every worker of this process searches.
+struct WorkerSetup {
+  Backend backend = Backend::cpu;
+  int threads = 0;         // OpenMP threads per worker (0: the default)
+  int memory_threads = 1;  // what the host memory bound counts, the same on every worker
+  bool progress = false;
+  // Per local worker: its device (-1: CPU) and device memory budget (bytes; 0 on the CPU): the
+  // configured one, else 80 % of the free memory shared by the node's workers on that device.
+  std::vector<int> devices;
+  std::vector<std::int64_t> device_budgets;
+  // Per file: the gulp every worker uses (the smallest any worker of the run can hold), so
+  // that every worker cuts a file into the same gulps with the same statistics.
+  std::vector<std::int64_t> gulps;
+};
+
+// The device memory budget of a worker on device `device` (-1: CPU, 0): the configured one, or
+// 80 % of the device's free memory divided among the workers of this node that share it (in
+// one process: the entries of the list equal to it; under mpirun: the node's ranks that pick it).
+std::int64_t device_budget(const DistSearchConfig& cfg, const Comm& comm,
+                           const std::vector<int>& devices, int device) {
+  if (device < 0) return 0;
+  if (cfg.search.device_memory_bytes > 0) return cfg.search.device_memory_bytes;
+#ifdef WARPBEAM_HAVE_CUDA
+  std::int64_t shares = 0;
+  if (comm.size() == 1) {
+    shares = std::count(devices.begin(), devices.end(), device);
+  } else {
+    std::vector<int> list = cfg.gpus;
+    if (list.empty())
+      for (int d = 0; d < device_count(); ++d)
+        list.push_back(d);
+    for (int l = 0; l < comm.local_size(); ++l)
+      shares += list[static_cast<std::size_t>(l) % list.size()] == device ? 1 : 0;
+  }
+  search::FileSearchConfig c = cfg.search;
+  c.device = device;
+  return search::detail::cuda_device_budget(c) / std::max<std::int64_t>(1, shares);
+#else
+  (void)comm;
+  (void)devices;
+  fail(ErrorCategory::unsupported, "this warpbeam build has no CUDA backend");
+#endif
+}
+
+// The layout of file `f` for local worker k: planned as a search of the whole DM list with the
+// run's gulp and the memory bound's thread count, then given the worker's own threads.
+search::detail::FileSearchLayout plan_for_worker(const DistSearchConfig& cfg,
+                                                 const WorkerSetup& setup, const FileReport& f,
+                                                 std::int64_t gulp, std::size_t k) {
+  search::FileSearchConfig c = cfg.search;
+  c.gulp = gulp;
+  c.threads = setup.memory_threads;
+  c.device = std::max(0, setup.devices[k]);
+  c.device_memory_bytes = setup.device_budgets[k];
+  auto L = search::detail::plan_file_search(f.path, f.header, c, setup.backend);
+  L.threads = setup.threads > 0 ? setup.threads : omp_get_max_threads();
+  L.dedisp.threads = setup.threads;
+  L.search.threads = setup.threads;
+  return L;
+}
+
+// Searches one piece as search::search_filterbank() does: a whole file is clustered here
+// (streaming, gulp by gulp); a slice hands its peaks on for rank 0 to cluster with the others.
+void search_piece(const DistSearchConfig& cfg, const WorkerSetup& setup,
+                  const search::detail::FileSearchLayout& L, const SearchTask& t, Piece& p) {
+  search::SearchResult res;
+  res.header = L.header;
+  res.backend = setup.backend == Backend::cuda ? "cuda" : "cpu";
+  res.dms = L.dms;
+  res.max_delay = L.max_delay;
+  res.nsamples_searched = L.nout;
+  res.gulp = L.gulp;
+  res.gulps = L.gulps;
+  res.margin = L.margin;
+  res.dm_chunk = std::min(L.chunk, t.dm_end - t.dm_begin);
+  res.memory_bytes = L.host_bytes;
+  res.device_memory_bytes = L.device_bytes;
+  res.min_channels_kept = L.header.nchans;
+  res.widest_boxcar = search::widest_boxcar(L.search, L.plane_len, 0);
+
+  search::Clusterer clusterer(cfg.search.cluster);
+  std::vector<search::Cluster> clusters;
+  Progress progress(fmt::format("search {}", L.path), L.nout);
+  if (!setup.progress) progress.set_enabled(false);
+  auto sink = [&](search::detail::GulpPeaks&& gp) {
+    const auto t0 = std::chrono::steady_clock::now();
+    res.min_channels_kept = std::min(res.min_channels_kept, gp.channels_kept);
+    const auto r = L.gulp_range(gp.gulp);
+    if (t.whole) {
+      // Every later gulp's plane starts at or after own_end - margin: spans begin no earlier.
+      clusterer.add(gp.peaks);
+      const auto done =
+          gp.gulp + 1 < L.gulps ? clusterer.take_final(r.own_end - L.margin) : clusterer.finish();
+      clusters.insert(clusters.end(), done.begin(), done.end());
+    } else {
+      p.peaks.insert(p.peaks.end(), gp.peaks.begin(), gp.peaks.end());
+    }
+    res.seconds_cluster +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    progress.update(r.own_end);
+  };
+  search::detail::StageTimes times;
+  if (setup.backend == Backend::cuda) {
+    search::detail::CudaRunOptions o;
+    o.device = p.device;
+    o.streams = cfg.search.gpu_streams;
+    o.autotune = cfg.search.autotune;
+    search::detail::run_gulps_cuda(L, t.dm_begin, t.dm_end, o, sink, times);
+  } else {
+    search::detail::run_gulps_cpu(L, t.dm_begin, t.dm_end, sink, times);
+  }
+  progress.finish();
+  res.seconds_read = times.read;
+  res.seconds_rfi = times.rfi;
+  res.seconds_dedisp = times.dedisp;
+  res.seconds_search = times.search;
+  res.bytes_to_device = times.bytes_to_device;
+  res.bytes_from_device = times.bytes_from_device;
+  p.run = res.to_json().dump();
+  if (t.whole)
+    for (const auto& cl : clusters)
+      p.candidates.push_back(
+          search::to_candidate(cl, L.dms, L.header.tsamp, cfg.search.beam + t.file));
+}
+
+void search_pieces(const DistSearchConfig& cfg, const WorkerSetup& setup,
+                   const std::vector<FileReport>& files, const std::vector<SearchTask>& tasks,
+                   int worker, std::size_t k, const std::atomic<bool>& stop,
+                   std::vector<Piece>& out) {
+  const int device = setup.devices[k];
+  if (device >= 0) set_device(device);
+  for (const SearchTask& t : tasks) {
+    if (stop) return;  // another worker of this process failed: the run is lost
+    Piece p;
+    p.task = t;
+    p.worker = worker;
+    p.device = device;
+    const auto f = static_cast<std::size_t>(t.file);
+    const auto L = plan_for_worker(cfg, setup, files[f], setup.gulps[f], k);
+    search_piece(cfg, setup, L, t, p);
+    out.push_back(std::move(p));
+  }
+}
+
+// Runs every local worker (one thread each when there are several) and returns their pieces in
+// worker order; the first worker's error (by worker order) is rethrown.
+std::vector<Piece> run_local_workers(const DistSearchConfig& cfg, const WorkerSetup& setup,
+                                     const std::vector<FileReport>& files,
+                                     const std::vector<std::vector<SearchTask>>& partition,
+                                     int first_worker) {
+  const std::size_t n = setup.devices.size();
+  std::vector<std::vector<Piece>> found(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<bool> stop{false};
+  auto work = [&](std::size_t k) {
+    try {
+      const int w = first_worker + static_cast<int>(k);
+      search_pieces(cfg, setup, files, partition[static_cast<std::size_t>(w)], w, k, stop,
+                    found[k]);
+    } catch (...) {
+      errors[k] = std::current_exception();
+      stop = true;
+    }
+  };
+  if (n == 1) {
+    work(0);  // on the main thread: MPI (funneled) and CUDA state stay where they were
+  } else {
+    std::vector<std::thread> threads;
+    for (std::size_t k = 0; k < n; ++k)
+      threads.emplace_back(work, k);
+    for (auto& t : threads)
+      t.join();
+  }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  std::vector<Piece> out;
+  for (auto& f : found)
+    for (auto& p : f)
+      out.push_back(std::move(p));
+  return out;
+}
+
+std::string pack_pieces(const std::vector<Piece>& pieces) {
+  detail::Packer pk;
+  pk.put<std::uint64_t>(pieces.size());
+  for (const Piece& p : pieces) {
+    pk.put(p.task.file);
+    pk.put(p.task.dm_begin);
+    pk.put(p.task.dm_end);
+    pk.put(p.task.whole);
+    pk.put(p.worker);
+    pk.put(p.device);
+    pk.put_string(p.run);
+    pk.put_vector(p.candidates);
+    pk.put_vector(p.peaks);
+  }
+  return pk.bytes();
+}
+
+void unpack_pieces(const std::string& bytes, int rank, std::vector<Piece>& out) {
+  detail::Unpacker u(bytes);
+  const auto n = u.get<std::uint64_t>();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    Piece p;
+    p.rank = rank;
+    p.task.file = u.get<int>();
+    p.task.dm_begin = u.get<std::int64_t>();
+    p.task.dm_end = u.get<std::int64_t>();
+    p.task.whole = u.get<bool>();
+    p.worker = u.get<int>();
+    p.device = u.get<int>();
+    p.run = u.get_string();
+    p.candidates = u.get_vector<search::Candidate>();
+    p.peaks = u.get_vector<search::Peak>();
+    out.push_back(std::move(p));
+  }
+  if (!u.done()) fail(ErrorCategory::io, "a result sent by rank {} has trailing bytes", rank);
+}
+
+// Rank 0: the candidates of every file from the pieces (sorted by file and DM slice).
+std::vector<search::Candidate> merge_pieces(const DistSearchConfig& cfg,
+                                            std::vector<FileReport>& files,
+                                            std::vector<Piece>& pieces) {
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
+    return std::tie(a.task.file, a.task.dm_begin) < std::tie(b.task.file, b.task.dm_begin);
+  });
+  std::vector<search::Candidate> out;
+  std::size_t i = 0;
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    FileReport& rep = files[f];
+    const auto ndm = static_cast<std::int64_t>(rep.dms.size());
+    std::vector<search::Peak> peaks;
+    std::int64_t next = 0;  // the slices must tile [0, ndm)
+    const std::size_t before = out.size();
+    for (; i < pieces.size() && pieces[i].task.file == static_cast<int>(f); ++i) {
+      Piece& p = pieces[i];
+      if (p.task.dm_begin != next)
+        fail(ErrorCategory::io, "internal: file {} lacks DM trials [{}, {})", f, next,
+             p.task.dm_begin);
+      next = p.task.dm_end;
+      rep.pieces.push_back({p.task, p.worker, p.rank, p.device, nlohmann::json::parse(p.run)});
+      if (p.task.whole) {
+        out.insert(out.end(), p.candidates.begin(), p.candidates.end());
+      } else {
+        peaks.insert(peaks.end(), p.peaks.begin(), p.peaks.end());
+      }
+    }
+    if (next != ndm)
+      fail(ErrorCategory::io, "internal: file {} searched to DM trial {} of {}", f, next, ndm);
+    if (!rep.pieces.empty() && !rep.pieces.front().task.whole)
+      for (const auto& cl : search::cluster_peaks(peaks, cfg.search.cluster))
+        out.push_back(search::to_candidate(cl, rep.dms, rep.header.tsamp,
+                                           cfg.search.beam + static_cast<int>(f)));
+    rep.candidates = static_cast<std::int64_t>(out.size() - before);
+  }
+  sort_candidates(out);
+  return out;
+}
+
+}  // namespace
+
+void sort_candidates(std::vector<search::Candidate>& c) {
+  std::sort(c.begin(), c.end(), [](const search::Candidate& a, const search::Candidate& b) {
+    if (a.snr != b.snr) return a.snr > b.snr;
+    return std::tie(a.sample, a.beam, a.dm_trial, a.filter) <
+           std::tie(b.sample, b.beam, b.dm_trial, b.filter);
+  });
+}
+
+std::vector<search::Candidate> gather_candidates(const std::vector<search::Candidate>& mine,
+                                                 const Comm& comm) {
+  detail::Packer pk;
+  pk.put_vector(mine);
+  const auto blobs = comm.gather(pk.bytes());
+  std::vector<search::Candidate> out;
+  std::exception_ptr error;
+  try {
+    for (const auto& b : blobs) {
+      detail::Unpacker u(b);
+      const auto c = u.get_vector<search::Candidate>();
+      out.insert(out.end(), c.begin(), c.end());
+    }
+    sort_candidates(out);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  comm.agree(error);
+  return out;
+}
+
+nlohmann::json DistSearchResult::to_json() const {
+  nlohmann::json pieces = nlohmann::json::array();
+  for (std::size_t f = 0; f < files.size(); ++f)
+    for (const auto& p : files[f].pieces)
+      pieces.push_back({{"file", files[f].path},
+                        {"beam", p.task.file},
+                        {"dm_trial_begin", p.task.dm_begin},
+                        {"dm_trial_end", p.task.dm_end},
+                        {"worker", p.worker},
+                        {"rank", p.rank},
+                        {"device", p.device},
+                        {"run", p.run}});
+  return {{"ranks", ranks},
+          {"workers", workers},
+          {"backend", backend},
+          {"seconds", seconds},
+          {"pieces", pieces}};
+}
+
+DistSearchResult search_files(const DistSearchConfig& cfg, const Comm& comm) {
+  const auto t0 = std::chrono::steady_clock::now();
+  DistSearchResult res;
+  res.ranks = comm.size();
+  const auto nfiles = cfg.files.size();
+
+  // 1. Every rank: the parameters, this process's workers, every header and DM list, and the
+  //    gulp each file would have on each local worker.
+  WorkerSetup setup;
+  std::vector<std::int64_t> local_gulps;
+  std::exception_ptr error;
+  try {
+    if (cfg.files.empty()) fail(ErrorCategory::invalid_argument, "no file to search");
+    cfg.search.validate();
+    require_range("cpu_workers", cfg.cpu_workers, 0, 4096);
+    setup.backend = resolve_backend(cfg.backend);
+    setup.devices = local_devices(setup.backend, cfg.gpus, comm);
+    if (setup.backend == Backend::cpu && cfg.cpu_workers > 1 && comm.size() == 1)
+      setup.devices.assign(static_cast<std::size_t>(cfg.cpu_workers), -1);
+    const auto nlocal = static_cast<int>(setup.devices.size());
+    // OpenMP threads: the user's, else the process's cores shared by its workers. The memory
+    // bound counts the same number on every worker, so all cut the files into the same gulps.
+    const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    setup.memory_threads = cfg.search.threads > 0 ? cfg.search.threads : hw;
+    setup.threads = cfg.search.threads > 0 || nlocal == 1
+                        ? cfg.search.threads
+                        : std::max(1, omp_get_max_threads() / nlocal);
+    for (int d : setup.devices)
+      setup.device_budgets.push_back(device_budget(cfg, comm, setup.devices, d));
+
+    for (const auto& path : cfg.files) {
+      const io::FilterbankReader reader(path);
+      FileReport rep;
+      rep.path = path;
+      rep.header = reader.header();
+      const auto& h = rep.header;
+      rep.dms =
+          dedisp::dm_list_dedisp(cfg.search.dm_min, cfg.search.dm_max, cfg.search.pulse_width_us,
+                                 cfg.search.dm_tolerance, h.nchans, h.tsamp, h.fch1, h.foff);
+      // The largest gulp every local worker can hold (a file too short for the largest delay
+      // fails here, on every rank).
+      std::int64_t gulp = std::numeric_limits<std::int64_t>::max();
+      for (std::size_t k = 0; k < setup.devices.size(); ++k)
+        gulp = std::min(gulp, plan_for_worker(cfg, setup, rep, cfg.search.gulp, k).gulp);
+      local_gulps.push_back(gulp);
+      res.files.push_back(std::move(rep));
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  comm.agree(error);
+  res.backend = std::string(to_string(setup.backend));
+
+  // 2. The workers of the run (rank order), the gulps and the split, the same on every rank.
+  detail::Packer mine;
+  mine.put_vector(setup.devices);
+  mine.put_vector(local_gulps);
+  const auto all = comm.allgather(mine.bytes());
+  int first_worker = 0;
+  res.workers = 0;
+  setup.gulps = local_gulps;
+  for (int r = 0; r < comm.size(); ++r) {
+    detail::Unpacker u(all[static_cast<std::size_t>(r)]);
+    const auto n = static_cast<int>(u.get_vector<int>().size());
+    const auto gulps = u.get_vector<std::int64_t>();
+    if (gulps.size() != nfiles)
+      fail(ErrorCategory::io, "rank {} planned {} files, not {}", r, gulps.size(), nfiles);
+    for (std::size_t f = 0; f < nfiles; ++f)
+      setup.gulps[f] = std::min(setup.gulps[f], gulps[f]);
+    if (r == comm.rank()) first_worker = res.workers;
+    res.workers += n;
+  }
+  std::vector<std::int64_t> ndm(nfiles);
+  std::vector<double> cost(nfiles);
+  for (std::size_t f = 0; f < nfiles; ++f) {
+    const auto& h = res.files[f].header;
+    ndm[f] = static_cast<std::int64_t>(res.files[f].dms.size());
+    cost[f] = static_cast<double>(ndm[f]) *
+              static_cast<double>(std::max<std::int64_t>(1, h.nsamples)) * h.nchans;
+  }
+  const auto partition = partition_search(ndm, cost, res.workers);
+  setup.progress = cfg.search.progress && res.workers == 1;
+
+  // 3. Every local worker's pieces.
+  std::vector<Piece> pieces;
+  error = nullptr;
+  try {
+    pieces = run_local_workers(cfg, setup, res.files, partition, first_worker);
+    // Fault injection for the tests (test_dist_mpi): this rank alone fails after its search,
+    // as a rank whose disk or device failed would, while the others carry on to the agreement.
+    if (const char* r = std::getenv("WARPBEAM_TEST_FAIL_RANK");
+        r && *r && std::atoi(r) == comm.rank())
+      fail(ErrorCategory::io, "injected failure after the search (WARPBEAM_TEST_FAIL_RANK={})",
+           comm.rank());
+  } catch (...) {
+    error = std::current_exception();
+  }
+  comm.agree(error);
+
+  // 4. Gather on rank 0 and merge there.
+  const auto blobs = comm.gather(pack_pieces(pieces));
+  error = nullptr;
+  if (comm.is_root()) {
+    try {
+      std::vector<Piece> all;
+      for (std::size_t r = 0; r < blobs.size(); ++r)
+        unpack_pieces(blobs[r], static_cast<int>(r), all);
+      res.candidates = merge_pieces(cfg, res.files, all);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  comm.agree(error);
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace warpbeam::dist
