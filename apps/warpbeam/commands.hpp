@@ -29,6 +29,12 @@ void add_demo_command(CLI::App& app);
 /// end on a simulated D1 file with an injected burst.
 void add_bench_search_command(CLI::App& app);
 
+/// `pipeline VOLTAGES --beams|--grid ... --out DIR` (cmd_pipeline.cpp): voltages -> beams ->
+/// search.
+void add_pipeline_command(CLI::App& app);
+/// `bench pipeline --config B1 --backend cpu|cuda` (cmd_bench_pipeline.cpp).
+void add_bench_pipeline_command(CLI::App& app);
+
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);
 

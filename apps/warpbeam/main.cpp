@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   add_simulate_filterbank_command(app);
   add_demo_command(app);
   add_bench_search_command(app);
+  add_pipeline_command(app);
+  add_bench_pipeline_command(app);
 
   try {
     app.parse(argc, argv);
