@@ -197,6 +197,7 @@ TEST(PipelineCli, BadInputsGiveClearErrorsAndNoOutput) {
   expect_fail(obs.raw, i8, 2, "--beams");
   expect_fail(obs.raw, beams + i8 + " --snr-min -1", 2, "--snr-min");
   expect_fail(obs.raw, beams + " --integrate 3000", 2, "--integrate");
+  expect_fail(obs.raw, beams + i8 + " --gpus 0", 2, "--gpus");
   // A missing file.
   expect_fail(dir.file("nope.raw"), beams + i8, 1, "nope.raw");
   // Beams shorter than the dispersion delay.

@@ -31,6 +31,7 @@ struct BenchPipelineOptions {
   std::string config = "B1", backend = "cuda", json;
   double seconds = 0, dm_max = 100;
   int integrate = 16, beams = 32;
+  std::vector<int> gpus;
 };
 
 // One run over `nblocks` blocks of random voltages; the blocks are drawn once and reused.
@@ -77,6 +78,7 @@ void run(const BenchPipelineOptions& o) {
                            (60 + 20.0 * (b % 5) / 4) * std::numbers::pi / 180,
                            fmt::format("b{}", b)});
   c.integration = o.integrate;
+  c.devices = o.gpus;
   c.search.dm_min = 0;
   c.search.dm_max = o.dm_max;
   c.search.baseline_s = 1.0;
@@ -157,6 +159,8 @@ void add_bench_pipeline_command(CLI::App& app) {
   cmd->add_option("--beams", o->beams, "Beams formed and searched")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  cmd->add_option("--gpus", o->gpus, "CUDA: devices to split the beams over, e.g. 0,1")
+      ->delimiter(',');
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
   cmd->callback([o] { run(*o); });
 }

@@ -161,6 +161,10 @@ void add_pipeline_command(CLI::App& app) {
   cmd->add_option("--device", sc.device, "CUDA device index")
       ->check(CLI::Range(0, 1023))
       ->capture_default_str();
+  cmd->add_option("--gpus", o->config.devices,
+                  "CUDA: devices to split the beams over, e.g. 0,1 (each forms and searches its "
+                  "share; default: --device alone)")
+      ->delimiter(',');
   cmd->add_option("--gpu-streams", sc.gpu_streams,
                   "CUDA: search streams (2: one beam's RFI stage overlaps the previous beam's "
                   "search)")

@@ -51,6 +51,12 @@ struct PipelineConfig {
   /// gulp (0: the largest power of 2 whose beam buffer fits the memory budget; see
   /// PipelinePlan), threads, device.
   search::FileSearchConfig search;
+  /// cuda: the devices (issue 7's --gpus). Beams are split into contiguous shares, one per
+  /// device (at most one device per beam): each device receives every voltage block, forms its
+  /// beams in one launch and searches them itself; the peaks are merged on the host in beam
+  /// order, so the candidates do not depend on the devices. Empty: search.device alone. A device
+  /// listed twice gets two shares (two streams of work on one GPU: how one GPU tests the split).
+  std::vector<int> devices;
   /// Throws invalid_argument naming the field.
   void validate() const;
   nlohmann::json to_json() const;
@@ -61,6 +67,7 @@ struct PipelineResult {
   io::FilterbankHeader header;  ///< the beams' filterbank header (beam 0's; nsamples = all)
   std::string backend;          ///< "cpu" or "cuda"
   std::string algorithm;        ///< the beamformer's
+  std::vector<int> devices;     ///< cuda: the devices used (beam shares in order)
   int nbeams = 0;
   std::vector<float> dms;
   std::vector<search::Candidate> candidates;  ///< every beam: S/N descending, then beam, sample

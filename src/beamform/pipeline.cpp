@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <thread>
 
 #include "beamform/pipeline_store.hpp"
 #include "warpbeam/format.hpp"
@@ -28,6 +30,8 @@ void PipelineConfig::validate() const {
   if (pointings.empty())
     fail(ErrorCategory::invalid_argument, "the pipeline needs at least 1 beam");
   require_range("--integrate", integration, 1, 1 << 20);
+  for (int d : devices)
+    require_range("--gpus device", d, 0, 1023);
   search.validate();
 }
 
@@ -39,6 +43,7 @@ nlohmann::json PipelineConfig::to_json() const {
   return {{"integration", integration},
           {"algorithm", beamform::to_string(algorithm)},
           {"nantennas", array.nantennas()},
+          {"devices", devices},
           {"beams", beams},
           {"search", search.to_json()}};
 }
@@ -46,6 +51,7 @@ nlohmann::json PipelineConfig::to_json() const {
 nlohmann::json PipelineResult::to_json() const {
   return {{"backend", backend},
           {"beamform_algorithm", algorithm},
+          {"devices", devices},
           {"nbeams", nbeams},
           {"nchans", header.nchans},
           {"tsamp_s", header.tsamp},
@@ -84,6 +90,8 @@ class PipelineExecutor {
       : cfg_(std::move(config)), info_(info), nblocks_(nblocks), start_(Clock::now()) {
     cfg_.validate();
     backend_ = resolve_backend(backend);
+    if (backend_ != Backend::cuda && !cfg_.devices.empty())
+      fail(ErrorCategory::invalid_argument, "--gpus is for the cuda backend");
     const std::string where = info.source_name.empty() ? info.format : info.source_name;
     if (cfg_.array.nantennas() != info.nantennas)
       fail(ErrorCategory::invalid_argument,
@@ -137,7 +145,7 @@ class PipelineExecutor {
     s.capacity_rows = capacity_rows();
     s.device = cfg_.search.device;
     s.streams = cfg_.search.gpu_streams;
-    store_ = backend_ == Backend::cuda ? make_cuda_store(s, weights) : make_cpu_store(s, weights);
+    make_stores(s, weights);
     clusterers_.assign(static_cast<std::size_t>(c.nbeams), search::Clusterer(cfg_.search.cluster));
     progress_ = std::make_unique<Progress>("pipeline", layout_.nout);
     if (!cfg_.search.progress) progress_->set_enabled(false);
@@ -154,7 +162,11 @@ class PipelineExecutor {
     auto t = Clock::now();
     std::vector<std::complex<float>> w;
     if (tracking_ && blocks_ > 0) w = weights_at(mjd);
-    store_->append_block(block, bytes, w.empty() ? nullptr : &w, len_);
+    for (std::size_t k = 0; k < stores_.size(); ++k) {
+      std::vector<std::complex<float>> wk;
+      if (!w.empty()) wk = beam_subset(w, k);
+      stores_[k]->append_block(block, bytes, w.empty() ? nullptr : &wk, len_);
+    }
     len_ += nb_;
     ++blocks_;
     seconds_beamform_ += seconds_since(t);
@@ -171,7 +183,8 @@ class PipelineExecutor {
     PipelineResult r;
     r.header = header_;
     r.backend = backend_ == Backend::cuda ? "cuda" : "cpu";
-    r.algorithm = std::string(beamform::to_string(store_->algorithm()));
+    r.algorithm = std::string(beamform::to_string(stores_[0]->algorithm()));
+    r.devices = devices_;
     r.nbeams = bf_.nbeams;
     r.dms = layout_.dms;
     r.blocks = blocks_;
@@ -182,11 +195,13 @@ class PipelineExecutor {
     r.margin = layout_.margin;
     r.dm_chunk = layout_.chunk;
     r.beam_bytes = std::int64_t{bf_.nbeams} * header_.nsamples * header_.nchans * 4;
-    r.beam_buffer_bytes = store_->buffer_bytes();
-    const StoreCounters k = store_->counters();
-    r.bytes_to_device = k.to_device;
-    r.bytes_from_device = k.from_device;
-    r.bytes_device_to_device = k.device_to_device;
+    for (const auto& st : stores_) {
+      r.beam_buffer_bytes += st->buffer_bytes();
+      const StoreCounters k = st->counters();
+      r.bytes_to_device += k.to_device;
+      r.bytes_from_device += k.from_device;
+      r.bytes_device_to_device += k.device_to_device;
+    }
     r.seconds_beamform = seconds_beamform_;
     r.seconds_search = seconds_search_;
     r.seconds_total = seconds_since(start_);
@@ -237,6 +252,73 @@ class PipelineExecutor {
            backend_ == Backend::cuda ? "--gpu-memory" : "--memory");
   }
 
+  // The stores: on cuda one per device, each with a contiguous share of the beams (formed by one
+  // launch there and searched there); on the CPU one with every beam.
+  void make_stores(StoreSetup s, const std::vector<std::complex<float>>& weights) {
+    if (backend_ != Backend::cuda) {
+      first_beam_ = {0, bf_.nbeams};
+      stores_.push_back(make_cpu_store(s, weights));
+      return;
+    }
+    std::vector<int> devs = cfg_.devices;
+    if (devs.empty()) devs.push_back(cfg_.search.device);
+    const int n = std::min<int>(static_cast<int>(devs.size()), bf_.nbeams);
+    devices_.assign(devs.begin(), devs.begin() + n);
+    for (int k = 0; k <= n; ++k)
+      first_beam_.push_back(static_cast<int>(std::int64_t{bf_.nbeams} * k / n));
+    for (int k = 0; k < n; ++k) {
+      StoreSetup sk = s;
+      sk.beamform.nbeams = first_beam_[k + 1] - first_beam_[k];
+      sk.device = devices_[static_cast<std::size_t>(k)];
+      stores_.push_back(make_cuda_store(sk, beam_subset(weights, static_cast<std::size_t>(k))));
+    }
+  }
+
+  // The weights [nchans][npol][beam][antenna] of store k's beams.
+  std::vector<std::complex<float>> beam_subset(const std::vector<std::complex<float>>& w,
+                                               std::size_t k) const {
+    if (stores_.size() <= 1 && first_beam_.size() == 2) return w;
+    const std::size_t b0 = static_cast<std::size_t>(first_beam_[k]),
+                      b1 = static_cast<std::size_t>(first_beam_[k + 1]);
+    const auto na = static_cast<std::size_t>(bf_.nantennas),
+               nbm = static_cast<std::size_t>(bf_.nbeams);
+    std::vector<std::complex<float>> out;
+    out.reserve(static_cast<std::size_t>(bf_.nchans * bf_.npol) * (b1 - b0) * na);
+    for (std::size_t cp = 0; cp < static_cast<std::size_t>(bf_.nchans * bf_.npol); ++cp)
+      out.insert(out.end(), w.begin() + static_cast<std::ptrdiff_t>((cp * nbm + b0) * na),
+                 w.begin() + static_cast<std::ptrdiff_t>((cp * nbm + b1) * na));
+    return out;
+  }
+
+  // Searches gulp g on every store: one host thread per device when there are several (each
+  // store's peaks are kept and handed to the sink in beam order afterwards: deterministic).
+  void search_all(std::int64_t g, std::int64_t rows, const BeamPeakSink& sink) {
+    if (stores_.size() == 1) {
+      stores_[0]->search_gulp(g, rows, sink);
+      return;
+    }
+    std::vector<std::vector<std::pair<int, search::detail::GulpPeaks>>> found(stores_.size());
+    std::vector<std::exception_ptr> errors(stores_.size());
+    std::vector<std::thread> threads;
+    for (std::size_t k = 0; k < stores_.size(); ++k)
+      threads.emplace_back([&, k] {
+        try {
+          stores_[k]->search_gulp(g, rows, [&](int beam, search::detail::GulpPeaks&& gp) {
+            found[k].emplace_back(beam, std::move(gp));
+          });
+        } catch (...) {
+          errors[k] = std::current_exception();
+        }
+      });
+    for (auto& t : threads)
+      t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (std::size_t k = 0; k < stores_.size(); ++k)
+      for (auto& [beam, gp] : found[k])
+        sink(first_beam_[k] + beam, std::move(gp));
+  }
+
   // Searches every gulp whose rows are all in the buffer; keeps the rows the next one needs.
   void search_ready() {
     const auto& L = layout_;
@@ -245,19 +327,21 @@ class PipelineExecutor {
       const std::int64_t need_end = r.p1 + L.max_delay;
       if (first_ + len_ < need_end) return;
       const std::int64_t g = next_gulp_;
-      store_->search_gulp(g, need_end - r.p0, [&](int beam, search::detail::GulpPeaks&& gp) {
+      auto sink = [&](int beam, search::detail::GulpPeaks&& gp) {
         auto& cl = clusterers_[static_cast<std::size_t>(beam)];
         cl.add(gp.peaks);
         const auto done = g + 1 < L.gulps ? cl.take_final(r.own_end - L.margin) : cl.finish();
         for (const auto& c : done)
           clusters_.emplace_back(beam, c);
-      });
+      };
+      search_all(g, need_end - r.p0, sink);
       progress_->update(r.own_end);
       ++next_gulp_;
       if (next_gulp_ < L.gulps) {
         const std::int64_t p0 = L.gulp_range(next_gulp_).p0;
         const std::int64_t drop = p0 - first_;
-        store_->shift(drop, len_ - drop);
+        for (auto& st : stores_)
+          st->shift(drop, len_ - drop);
         first_ = p0;
         len_ -= drop;
       }
@@ -274,7 +358,9 @@ class PipelineExecutor {
   io::FilterbankHeader header_;
   std::int64_t nb_ = 0;  // beam samples per block
   search::detail::FileSearchLayout layout_;
-  std::unique_ptr<BeamStore> store_;
+  std::vector<std::unique_ptr<BeamStore>> stores_;  // one per device (cpu: one)
+  std::vector<int> first_beam_;                     // [store]: its first beam; then nbeams
+  std::vector<int> devices_;                        // cuda: the device of each store
   std::vector<search::Clusterer> clusterers_;
   std::vector<std::pair<int, search::Cluster>> clusters_;
   std::unique_ptr<Progress> progress_;

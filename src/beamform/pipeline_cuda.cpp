@@ -69,6 +69,7 @@ class CudaStore final : public BeamStore {
  public:
   CudaStore(const StoreSetup& s, const std::vector<std::complex<float>>& weights)
       : L_(*s.layout),
+        device_(s.device),
         nchans_(s.beamform.nchans),
         nbeams_(s.beamform.nbeams),
         cap_(s.capacity_rows),
@@ -96,6 +97,7 @@ class CudaStore final : public BeamStore {
 
   ~CudaStore() override {
     try {
+      set_device(device_);
       bf_stream_.synchronize();
       copy_stream_.synchronize();
       for (auto& w : workers_)
@@ -111,6 +113,7 @@ class CudaStore final : public BeamStore {
     if (bytes != block_bytes_ || at + nb_ > cap_)
       fail(ErrorCategory::invalid_argument, "block of {} bytes at row {} (buffer {} rows)", bytes,
            at, cap_);
+    set_device(device_);  // this store's GPU (several stores: one per device)
     const int i = slot_;
     slot_ ^= 1;
     copied_[i].synchronize();  // the pinned slot's previous copy (block i - 2) is done
@@ -133,6 +136,7 @@ class CudaStore final : public BeamStore {
   }
 
   void search_gulp(std::int64_t g, std::int64_t rows, const BeamPeakSink& sink) override {
+    set_device(device_);  // also in a host thread of its own (several devices)
     const search::detail::GulpRange r = L_.gulp_range(g);
     ready_.record(&bf_stream_);
     const std::size_t nw = workers_.size();
@@ -150,6 +154,7 @@ class CudaStore final : public BeamStore {
 
   void shift(std::int64_t drop, std::int64_t keep) override {
     if (drop == 0 || keep <= 0) return;
+    set_device(device_);
     // Forward in pieces of at most `drop` rows, so that no piece overlaps its source.
     const std::size_t row = static_cast<std::size_t>(nchans_) * 4;
     for (std::int64_t k = 0; k < keep; k += drop) {
@@ -255,6 +260,7 @@ class CudaStore final : public BeamStore {
   }
 
   const FileSearchLayout& L_;
+  int device_;
   int nchans_, nbeams_;
   std::int64_t cap_, nb_;
   std::size_t block_bytes_;
