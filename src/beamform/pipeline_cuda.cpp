@@ -48,6 +48,12 @@ void copy_2d(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
                                   static_cast<cudaStream_t>(s.handle())));
 }
 
+// Makes `device` current; a store's first member, so that its streams and events (members) are
+// created on its device.
+struct OnDevice {
+  explicit OnDevice(int device) { set_device(device); }
+};
+
 // One search stream with the file search's per-stream buffers.
 struct SearchWorker {
   SearchWorker(const FileSearchLayout& L, std::int64_t chunk)
@@ -68,7 +74,8 @@ struct SearchWorker {
 class CudaStore final : public BeamStore {
  public:
   CudaStore(const StoreSetup& s, const std::vector<std::complex<float>>& weights)
-      : L_(*s.layout),
+      : on_device_(s.device),
+        L_(*s.layout),
         device_(s.device),
         nchans_(s.beamform.nchans),
         nbeams_(s.beamform.nbeams),
@@ -76,7 +83,6 @@ class CudaStore final : public BeamStore {
         nb_(s.beamform.nsamples_out()),
         block_bytes_(static_cast<std::size_t>(s.beamform.nchans * s.beamform.nsamples *
                                               s.beamform.row_bytes())) {
-    set_device(s.device);
     plan_ = std::make_unique<beamform::BeamformPlan>(s.beamform, Backend::cuda);
     set_weights(weights);
     for (int i = 0; i < 2; ++i) {
@@ -259,6 +265,7 @@ class CudaStore final : public BeamStore {
     sink(b, std::move(out));
   }
 
+  OnDevice on_device_;  // first: every member below is created on the store's device
   const FileSearchLayout& L_;
   int device_;
   int nchans_, nbeams_;
