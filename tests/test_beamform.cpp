@@ -68,7 +68,7 @@ TEST(BeamformConfig, AlgorithmNamesAndTunings) {
   EXPECT_FALSE(uses_fp16(Algorithm::register_stream));
   // Defaults, and the tunings that are not compiled.
   const CudaTuning s = beamform::detail::resolve_tuning(Algorithm::register_stream, {});
-  EXPECT_EQ(s.beams_per_thread, 32);
+  EXPECT_EQ(s.beams_per_thread, 16);  // the B1 sweep winner
   EXPECT_EQ(s.samples_per_thread, 1);
   EXPECT_EQ(s.threads_per_block, 256);
   expect_error(

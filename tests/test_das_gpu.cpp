@@ -75,6 +75,8 @@ std::vector<cf> cpu_reference(DasConfig c, const std::vector<float>& in,
       v.push_back(c.voxels[i]);
     c.voxels = v;  // plane-wave transmit delays do not depend on the other voxels
   }
+  c.storage = Storage::fp32;  // the CPU path computes in fp32; fp16 storage is a GPU option
+  c.algorithm = Algorithm::automatic;
   DasPlan plan(c, Backend::cpu);
   std::vector<cf> out(static_cast<std::size_t>(c.batch * c.nvoxels()));
   execute(plan, in.data(), out.data(), Space::host);

@@ -31,7 +31,7 @@ using json = nlohmann::json;
 struct Options {
   std::string config = "D1", backend = "cuda", json_path;
   std::int64_t nsamples = 0;  // input samples (0: D1's 2^20)
-  int repeats = 2;
+  int repeats = 3;
   int threads = 0;
   bool autotune = false;
 };
@@ -91,7 +91,9 @@ void run(const Options& o) {
   }
   std::vector<double> sorted = seconds;
   std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[sorted.size() / 2];
+  const std::size_t mid =
+      sorted.size() / 2;  // the median; of an even count, the middle pair's mean
+  const double median = sorted.size() % 2 ? sorted[mid] : 0.5 * (sorted[mid - 1] + sorted[mid]);
   const double data_s = static_cast<double>(nsamples) * sc.tsamp_s;
   const double rtf = data_s / median;
 

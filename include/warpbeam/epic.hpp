@@ -63,9 +63,9 @@ Algorithm parse_algorithm(const std::string& s);
 /// The four products of the output, in this order along its second axis.
 enum Product { kXX = 0, kYY = 1, kXYre = 2, kXYim = 3 };
 
-/// Tunables of the fused CUDA kernel; 0 / -1 mean "the default chosen on the H200" (round 1,
-/// 2026-11-29: 2 spectra per pass everywhere, XY* in registers for N = 64 and 128 and in shared
-/// memory for N = 256; docs/PERFORMANCE.md).
+/// Tunables of the fused CUDA kernel; 0 / -1 mean "the default chosen on the H200" (sweeps of
+/// 2026-11-29: 2 spectra per pass with XY* in registers for N = 64 and 128, 3 spectra per pass
+/// with XY* in registers for N = 256; docs/PERFORMANCE.md).
 struct FusedTuning {
   int xy_in_shared = -1;     ///< keep the XY* accumulators in shared memory (1) or registers (0)
   int spectra_per_pass = 0;  ///< spectra whose row FFTs share one pass and one cluster barrier

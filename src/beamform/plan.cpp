@@ -111,10 +111,11 @@ CudaTuning resolve_tuning(Algorithm a, const CudaTuning& t) {
            r.threads_per_block);
     r.gemm_output_bits = r.gemm_chunk_channels = 0;
   } else if (a == Algorithm::register_stream) {
-    // Predicted best for B1 (32 beams): one thread holds all 32 beams of one sample, so each
-    // voltage is decoded once (see cuda_stream.cu). To be confirmed by the H200 sweep.
-    if (r.beams_per_thread == 0) r.beams_per_thread = 32;
-    if (r.samples_per_thread == 0) r.samples_per_thread = r.beams_per_thread == 32 ? 1 : 2;
+    // H200 sweep of B1 (2026-11-29, docs/PERFORMANCE.md): 16 beams x 1 sample 2.000 ms, 32 x 1
+    // 2.194 ms, 16 x 2 2.330 ms. Every variant is capped at 128 registers; 16 x 1 is the only
+    // one that does not spill, which outweighs decoding each voltage twice for 32 beams.
+    if (r.beams_per_thread == 0) r.beams_per_thread = 16;
+    if (r.samples_per_thread == 0) r.samples_per_thread = 1;
     const bool ok = (r.beams_per_thread == 32 && r.samples_per_thread == 1) ||
                     (r.beams_per_thread == 16 && r.samples_per_thread == 1) ||
                     (r.beams_per_thread == 16 && r.samples_per_thread == 2);

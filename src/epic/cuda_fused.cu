@@ -437,12 +437,18 @@ int choose_parts(int nchan, int slots, std::int64_t ntime) {
 class FusedExecutor final : public Executor {
  public:
   FusedExecutor(const EpicConfig& c, const PlanTables& t) : t_(t), dev_(t) {
-    // Defaults from the round-1 sweep on the H200 (2026-11-29, docs/PERFORMANCE.md): two spectra
-    // per cluster barrier everywhere; XY* in registers at N = 64 and 128 (E1: 10.9 ms against
-    // 12.9 ms with XY* in shared memory and one spectrum per pass, though it spills ~130 B),
-    // in shared memory at N = 256 (E3: 40.8 ms against 42.8 ms).
-    spb_ = c.fused.spectra_per_pass > 0 ? c.fused.spectra_per_pass : 2;
-    xys_ = c.fused.xy_in_shared >= 0 ? c.fused.xy_in_shared == 1 : t.n == 256;
+    // Defaults from the H200 sweeps (2026-11-29, docs/PERFORMANCE.md). N = 64 and 128: two
+    // spectra per cluster barrier, XY* in registers (E1 round 2: 9.25 ms against 12.55 ms for one
+    // spectrum per pass). N = 256: three spectra per pass with XY* in registers (E3 round 2:
+    // 39.8 ms; two with XY* in shared memory 41.8 ms); when the caller fixes the spectra per pass
+    // at one or two, XY* in shared memory is the faster partner there (49.2 / 41.8 ms against
+    // 53.4 / 42.9 ms).
+    const int spb_asked = c.fused.spectra_per_pass;
+    if (c.fused.xy_in_shared >= 0)
+      xys_ = c.fused.xy_in_shared == 1;
+    else
+      xys_ = t.n == 256 && (spb_asked == 1 || spb_asked == 2);
+    spb_ = spb_asked > 0 ? spb_asked : (t.n == 256 && !xys_ ? 3 : 2);
     npad_ = (t.nstand + 31) / 32 * 32;
     const int q = t.n / 16, a = fused_aperture(t.n), cl = fused_cluster(t.n);
     gather_ = build_fused_gather(t, a, cl, q, a / q);
