@@ -9,6 +9,7 @@
 #include "warpbeam/beamform.hpp"
 #include "warpbeam/io/guppi.hpp"
 #include "warpbeam/pipeline.hpp"
+#include "warpbeam/sim_voltages.hpp"
 
 namespace pltest {
 
@@ -37,11 +38,24 @@ struct Observation {
     raw = dir.file("sim.raw");
     beams = dir.file("beams.txt");
     std::ofstream(beams) << beam_list();
-    const auto r = wbtest::run_cli(
-        "simulate voltages --out '" + raw +
-        "' --nchans 32 --nsamples 40960 --block-samples 4096 --no-sources --pulsar 'azel 200 70 "
-        "0.03 0.01 3 0.0001 0.005' --seed 7");
-    if (r.exit_code != 0) throw std::runtime_error("simulate voltages failed: " + r.err);
+    // The library's simulator (as `simulate voltages --nchans 32 --nsamples 40960
+    // --block-samples 4096 --no-sources --pulsar 'azel 200 70 0.03 0.01 3 0.0001 0.005' --seed
+    // 7`), so that the GPU tests need no CLI.
+    warpbeam::sim::VoltageSimConfig c;
+    c.freqs_hz = warpbeam::beamform::best2_frequencies_hz(32);
+    c.tsamp_s = 32 / 20e6;
+    c.nsamples = 40960;
+    c.block_samples = 4096;
+    warpbeam::sim::Pulsar p;
+    p.direction = warpbeam::beamform::parse_beam_list("azel 200 70").front();
+    p.peak_flux = 0.03;
+    p.period_s = kPeriod;
+    p.dm = kDm;
+    p.width_s = 1e-4;
+    p.t0_s = kT0;
+    c.pulsars.push_back(p);
+    c.seed = 7;
+    warpbeam::sim::simulate_voltages(c, raw);
   }
 };
 
