@@ -52,6 +52,23 @@ inline beamform::ArrayGeometry load_array(const std::string& spec, const std::st
   return g;
 }
 
+/// The beams of `--beams FILE` or `--grid SPEC` (exactly one of them); throws invalid_argument
+/// for neither or both, Error(io) for a beam list that cannot be read.
+inline std::vector<beamform::Pointing> load_pointings(const std::string& beams_file,
+                                                      const std::string& grid) {
+  if (!beams_file.empty() && !grid.empty())
+    fail(ErrorCategory::invalid_argument, "give either --beams or --grid, not both");
+  if (!beams_file.empty()) {
+    std::ifstream f(beams_file);
+    if (!f) fail(ErrorCategory::io, "cannot open the beam list '{}'", beams_file);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return beamform::parse_beam_list(ss.str());
+  }
+  if (!grid.empty()) return beamform::parse_beam_grid(grid);
+  fail(ErrorCategory::invalid_argument, "give the beams with --beams FILE or --grid SPEC");
+}
+
 /// The LWA station file: `given`, else $WARPBEAM_DATA/lwa/lwasv-ssmif.txt when it exists.
 /// Throws invalid_argument when there is neither.
 inline std::string find_ssmif(const std::string& given) {

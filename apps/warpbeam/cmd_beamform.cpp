@@ -37,22 +37,8 @@ struct BeamformOptions {
   bool sum_pols = false, no_cables = false;
 };
 
-std::vector<beamform::Pointing> load_pointings(const BeamformOptions& o) {
-  if (!o.beams_file.empty() && !o.grid.empty())
-    fail(ErrorCategory::invalid_argument, "give either --beams or --grid, not both");
-  if (!o.beams_file.empty()) {
-    std::ifstream f(o.beams_file);
-    if (!f) fail(ErrorCategory::io, "cannot open the beam list '{}'", o.beams_file);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return beamform::parse_beam_list(ss.str());
-  }
-  if (!o.grid.empty()) return beamform::parse_beam_grid(o.grid);
-  fail(ErrorCategory::invalid_argument, "give the beams with --beams FILE or --grid SPEC");
-}
-
 void run(const BeamformOptions& o) {
-  const auto pointings = load_pointings(o);
+  const auto pointings = load_pointings(o.beams_file, o.grid);
   auto reader = io::open_voltage_file(o.in);
   const bool tbf = reader->info().format == "lwa-tbf";
   if (o.block > 0) {

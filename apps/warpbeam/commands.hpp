@@ -31,6 +31,12 @@ void add_bench_search_command(CLI::App& app);
 /// `bench search-scaling` (cmd_bench_search_scaling.cpp): the D1 search on one GPU and on all.
 void add_bench_search_scaling_command(CLI::App& app);
 
+/// `pipeline VOLTAGES --beams|--grid ... --out DIR` (cmd_pipeline.cpp): voltages -> beams ->
+/// search.
+void add_pipeline_command(CLI::App& app);
+/// `bench pipeline --config B1 --backend cpu|cuda` (cmd_bench_pipeline.cpp).
+void add_bench_pipeline_command(CLI::App& app);
+
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);
 

@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   add_demo_command(app);
   add_bench_search_command(app);
   add_bench_search_scaling_command(app);
+  add_pipeline_command(app);
+  add_bench_pipeline_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,168 @@
+// `warpbeam bench pipeline --config B1 [--backend cpu|cuda] [--seconds S] --json FILE`: the
+// voltages -> beams -> search pipeline (warpbeam/pipeline.hpp) on DESIGN.md's B1 shape (BEST-2:
+// 32 antennas, 1024 channels over 20 MHz at 408 MHz, ci4, one pol, blocks of 8192 samples, 32
+// beams), fed from memory (random ci4 voltages, so disk reads are not measured): seconds per
+// second of voltages (the real-time factor), the beamformer's and the search's share, and the
+// bytes copied each way (on cuda, device -> host is statistics and peaks only: the record gives
+// its ratio to the beams' size). The baseline measured in the same run: the same pipeline with one
+// search stream (no overlap of one beam's RFI stage with the previous beam's search).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "warpbeam/format.hpp"
+#include "warpbeam/io/output_file.hpp"
+#include "warpbeam/pipeline.hpp"
+#include "warpbeam/provenance.hpp"
+
+namespace warpbeam::cli {
+
+namespace {
+
+struct BenchPipelineOptions {
+  std::string config = "B1", backend = "cuda", json;
+  double seconds = 0, dm_max = 100;
+  int integrate = 16, beams = 32;
+  std::vector<int> gpus;
+};
+
+// One run over `nblocks` blocks of random voltages; the blocks are drawn once and reused.
+pipeline::PipelineResult run_once(const pipeline::PipelineConfig& c,
+                                  const io::VoltageStreamInfo& info, std::int64_t nblocks,
+                                  const std::vector<std::vector<std::uint8_t>>& blocks,
+                                  Backend backend) {
+  const auto t0 = std::chrono::steady_clock::now();
+  pipeline::PipelinePlan plan(c, info, nblocks, backend);
+  for (std::int64_t i = 0; i < nblocks; ++i) {
+    const auto& b = blocks[static_cast<std::size_t>(i) % blocks.size()];
+    plan.execute(b.data(), b.size(),
+                 info.mjd_start + i * info.block_samples * info.tsamp_s / 86400);
+  }
+  auto r = plan.finish();
+  r.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+void run(const BenchPipelineOptions& o) {
+  const Backend backend = resolve_backend(parse_backend(o.backend));
+  const bool gpu = backend == Backend::cuda;
+  io::VoltageStreamInfo info;
+  info.format = "memory";
+  info.nchans = 1024;
+  info.nantennas = 32;
+  info.npol = 1;
+  info.sample_type = SampleType::ci4;
+  info.fch1_hz = beamform::best2_frequencies_hz(1024)[0];
+  info.foff_hz = 20e6 / 1024;
+  info.tsamp_s = 1024 / 20e6;
+  info.mjd_start = 60000.5;
+  info.block_samples = 8192;
+  info.source_name = "bench";
+  const double seconds = o.seconds > 0 ? o.seconds : (gpu ? 16.0 : 2.0);
+  const std::int64_t nblocks = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(std::ceil(seconds / (info.block_samples * info.tsamp_s))));
+
+  pipeline::PipelineConfig c;
+  c.array = beamform::best2_geometry();
+  // A fan of beams across the sky (az 0..360 at el 60..80).
+  for (int b = 0; b < o.beams; ++b)
+    c.pointings.push_back({beamform::Frame::azel, 2 * std::numbers::pi * b / o.beams,
+                           (60 + 20.0 * (b % 5) / 4) * std::numbers::pi / 180,
+                           fmt::format("b{}", b)});
+  c.integration = o.integrate;
+  c.devices = o.gpus;
+  c.search.dm_min = 0;
+  c.search.dm_max = o.dm_max;
+  c.search.baseline_s = 1.0;
+  c.search.progress = false;
+  c.search.boxcar_max = 256;
+  c.search.gulp = 4096;  // beam samples: several gulps, so that searches interleave with blocks
+
+  // Random ci4 voltages: a few distinct blocks, reused.
+  std::mt19937_64 rng(1);
+  std::vector<std::vector<std::uint8_t>> blocks(2);
+  for (auto& b : blocks) {
+    b.resize(static_cast<std::size_t>(info.block_bytes()));
+    for (std::size_t i = 0; i < b.size(); i += 8) {
+      const std::uint64_t v = rng();
+      std::memcpy(b.data() + i, &v, std::min<std::size_t>(8, b.size() - i));
+    }
+  }
+
+  nlohmann::json rec = {{"benchmark", "pipeline"},
+                        {"config", o.config},
+                        {"backend", to_string(backend)},
+                        {"nbeams", o.beams},
+                        {"nchans", info.nchans},
+                        {"nantennas", info.nantennas},
+                        {"block_samples", info.block_samples},
+                        {"blocks", nblocks},
+                        {"integration", o.integrate},
+                        {"parameters", c.to_json()}};
+  // Warm-up (plans, kernels, allocations) on a short run, then the measured run.
+  if (gpu) run_once(c, info, std::min<std::int64_t>(nblocks, 4), blocks, backend);
+  const auto r = run_once(c, info, nblocks, blocks, backend);
+  rec["result"] = r.to_json();
+  const double rtf = r.observation_s / r.seconds_total;
+  std::string summary = fmt::format(
+      "pipeline {} {}: {} beams x {} ch, {} DM trials 0-{:.0f}, {:.2f} s for {:.2f} s of voltages "
+      "(real-time x{:.3f}; beamform {:.2f} s, search {:.2f} s)",
+      o.config, to_string(backend), o.beams, info.nchans, r.dms.size(), o.dm_max, r.seconds_total,
+      r.observation_s, rtf, r.seconds_beamform, r.seconds_search);
+  if (gpu) {
+    summary += fmt::format(
+        "; copied {:.1f} MB to the GPU, {:.3f} MB back ({:.2g} of the beams' {:.1f} MB)",
+        r.bytes_to_device / 1e6, r.bytes_from_device / 1e6,
+        static_cast<double>(r.bytes_from_device) / r.beam_bytes, r.beam_bytes / 1e6);
+    // Baseline: one search stream.
+    auto c1 = c;
+    c1.search.gpu_streams = 1;
+    const auto b1 = run_once(c1, info, nblocks, blocks, backend);
+    rec["baseline_one_stream"] = b1.to_json();
+    rec["speedup_vs_one_stream"] = b1.seconds_total / r.seconds_total;
+    summary += fmt::format("; one search stream {:.2f} s (x{:.2f})", b1.seconds_total,
+                           b1.seconds_total / r.seconds_total);
+  }
+  rec["real_time_factor"] = rtf;
+  rec["summary"] = summary;
+  rec["provenance"] = provenance();
+  fmt::print("{}\n", summary);
+  if (!o.json.empty()) io::write_text_file(o.json, rec.dump(2) + "\n");
+}
+
+}  // namespace
+
+void add_bench_pipeline_command(CLI::App& app) {
+  auto* cmd = app.get_subcommand("bench")->add_subcommand(
+      "pipeline", "Benchmark voltages -> beams -> search on B1 (BEST-2), voltages from memory");
+  auto o = std::make_shared<BenchPipelineOptions>();
+  cmd->add_option("--config", o->config, "B1 (DESIGN.md)")
+      ->check(CLI::IsMember({"B1"}))
+      ->capture_default_str();
+  add_backend_option(*cmd, o->backend);
+  cmd->add_option("--seconds", o->seconds, "Seconds of voltages (default 16 on cuda, 2 on cpu)")
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--dm-max", o->dm_max, "Largest DM searched (pc cm^-3)")
+      ->check(CLI::Range(0.0, 5000.0))
+      ->capture_default_str();
+  cmd->add_option("--integrate", o->integrate, "Voltage samples per beam sample")
+      ->check(CLI::Range(1, 8192))
+      ->capture_default_str();
+  cmd->add_option("--beams", o->beams, "Beams formed and searched")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--gpus", o->gpus, "CUDA: devices to split the beams over, e.g. 0,1")
+      ->delimiter(',');
+  cmd->add_option("--json", o->json, "Write the record as JSON to this file");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace warpbeam::cli

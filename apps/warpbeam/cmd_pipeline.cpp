@@ -1,0 +1,183 @@
+// `warpbeam pipeline VOLTAGES.raw --beams FILE|--grid SPEC --dm-max DM --out DIR`: voltages ->
+// beams -> dedispersion -> single-pulse search for every beam (warpbeam/pipeline.hpp). Writes
+// DIR/candidates.cand (heimdall's columns + beam), DIR/candidates.json and DIR/pipeline.json
+// (provenance, parameters, the run's summary with the bytes copied each way), all or none.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "beamform_cli.hpp"
+#include "commands.hpp"
+#include "search_report.hpp"
+#include "warpbeam/format.hpp"
+#include "warpbeam/io/candidates.hpp"
+#include "warpbeam/io/guppi.hpp"
+#include "warpbeam/io/output_file.hpp"
+#include "warpbeam/pipeline.hpp"
+#include "warpbeam/provenance.hpp"
+
+namespace warpbeam::cli {
+
+namespace {
+
+struct PipelineOptions {
+  std::string in, beams_file, grid, out, json, zap_chans;
+  std::string backend = "auto", algorithm = "auto", array = "best2", site;
+  std::vector<int> mask;
+  int integrate = 1, top = 10;
+  double memory_mib = 2048, gpu_memory_mib = 0;
+  bool no_zero_dm = false;
+  pipeline::PipelineConfig config;
+};
+
+void run(PipelineOptions& o) {
+  auto& c = o.config;
+  auto& sc = c.search;
+  sc.zero_dm = !o.no_zero_dm;
+  sc.zap_channels = search::parse_channel_list(o.zap_chans);
+  sc.memory_bytes = static_cast<std::int64_t>(o.memory_mib * 1024 * 1024);
+  sc.device_memory_bytes = static_cast<std::int64_t>(o.gpu_memory_mib * 1024 * 1024);
+  c.integration = o.integrate;
+  c.algorithm = beamform::parse_algorithm(o.algorithm);
+  c.pointings = load_pointings(o.beams_file, o.grid);
+  c.array = load_array(o.array, o.site);
+  if (!o.mask.empty()) {
+    c.array.mask.assign(static_cast<std::size_t>(c.array.nantennas()), 1);
+    for (int a : o.mask) {
+      require_range("--mask antenna", a, 0, c.array.nantennas() - 1);
+      c.array.mask[static_cast<std::size_t>(a)] = 0;
+    }
+  }
+  c.validate();  // usage errors (exit 2) before the file is opened
+  const Backend backend = parse_backend(o.backend);
+
+  io::GuppiReader reader(o.in);  // the pipeline reads GUPPI raw (it needs the block count)
+  pipeline::PipelineResult r = pipeline::run_pipeline(reader, reader.nblocks(), c, backend);
+  const auto& h = r.header;
+
+  // Products: all or none.
+  nlohmann::json params = c.to_json();
+  params["run"] = r.to_json();
+  nlohmann::json summary = {{"provenance", provenance()},
+                            {"input", o.in},
+                            {"parameters", c.to_json()},
+                            {"result", r.to_json()}};
+  std::filesystem::create_directories(o.out);
+  StagedOutputs staged;
+  const auto path = [&](const char* name) {
+    return (std::filesystem::path(o.out) / name).string();
+  };
+  io::write_cand(staged.temp(path("candidates.cand")), r.candidates, true);
+  io::write_candidates_json(staged.temp(path("candidates.json")), r.candidates, h, o.in, params,
+                            r.dms);
+  io::write_text_file(staged.temp(path("pipeline.json")), summary.dump(2) + "\n");
+  if (!o.json.empty()) io::write_text_file(staged.temp(o.json), summary.dump(2) + "\n");
+  staged.commit();
+
+  fmt::print(
+      "{}: {} beams of {} channels, {} samples ({:.3f} s) each, tsamp {} us, {} block(s); {} DM "
+      "trials {:.2f}-{:.2f}, {} gulp(s) of {}\n",
+      o.in, r.nbeams, h.nchans, h.nsamples, h.duration_s(), h.tsamp * 1e6, r.blocks, r.dms.size(),
+      r.dms.front(), r.dms.back(), r.gulps, r.gulp);
+  fmt::print(
+      "{} backend ({} beamformer): {:.2f} s for {:.3f} s of voltages ({:.2f}x real time); read "
+      "{:.2f} s, beamform {:.2f} s, search {:.2f} s\n",
+      r.backend, r.algorithm, r.seconds_total, r.observation_s,
+      r.seconds_total > 0 ? r.observation_s / r.seconds_total : 0.0, r.seconds_read,
+      r.seconds_beamform, r.seconds_search);
+  fmt::print(
+      "copied {} bytes to the device, {} bytes back (the beams: {} bytes, {} device to device)\n",
+      r.bytes_to_device, r.bytes_from_device, r.beam_bytes, r.bytes_device_to_device);
+  fmt::print("{} candidate(s) -> {}\n", r.candidates.size(), o.out);
+  print_candidates(r.candidates, h.tsamp, o.top);
+  const std::size_t n = o.top > 0 ? std::min(r.candidates.size(), static_cast<std::size_t>(o.top))
+                                  : r.candidates.size();
+  if (n > 0) {
+    fmt::print("beams of the best:");
+    for (std::size_t i = 0; i < n; ++i)
+      fmt::print(" {}", r.candidates[i].beam);
+    fmt::print("\n");
+  }
+}
+
+}  // namespace
+
+void add_pipeline_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "pipeline",
+      "Voltages -> beams -> dedispersion -> single-pulse search for every beam (GUPPI raw)");
+  auto o = std::make_shared<PipelineOptions>();
+  auto& sc = o->config.search;
+  cmd->add_option("IN", o->in, "Voltage file (GUPPI raw with NANTS)")->required();
+  cmd->add_option("--beams", o->beams_file,
+                  "Beam list: 'azel AZ EL [NAME]', 'radec RA DEC [NAME]' or 'lm L M [NAME]' "
+                  "per line (degrees; RA/Dec beams track)");
+  cmd->add_option("--grid", o->grid,
+                  "Beam grid FRAME:A0:A1:NA:B0:B1:NB, e.g. azel:170:190:5:60:70:3");
+  cmd->add_option("--out", o->out,
+                  "Output folder: candidates.cand (+ beam column), candidates.json, "
+                  "pipeline.json")
+      ->required();
+  cmd->add_option("--json", o->json, "Also write the run's summary (pipeline.json) here");
+  add_backend_option(*cmd, o->backend);
+  cmd->add_option("--algorithm", o->algorithm,
+                  "Beamformer: auto, register-tiled, register-stream, tensor-core or cublas-fp16")
+      ->check(CLI::IsMember(
+          {"auto", "register-tiled", "register-stream", "tensor-core", "cublas-fp16"}))
+      ->capture_default_str();
+  cmd->add_option("--array", o->array, "best2, or a file of antenna positions 'E N U' (m)")
+      ->capture_default_str();
+  cmd->add_option("--site", o->site, "Observatory 'LON_DEG,LAT_DEG,HEIGHT_M' (default Medicina)");
+  cmd->add_option("--mask", o->mask, "Antenna indices to leave out (sub-arraying)")->delimiter(',');
+  cmd->add_option("--integrate", o->integrate, "Voltage samples summed into one beam sample")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--dm-min", sc.dm_min, "Smallest DM (pc cm^-3)")->capture_default_str();
+  cmd->add_option("--dm-max", sc.dm_max, "Largest DM (pc cm^-3)")->capture_default_str();
+  cmd->add_option("--dm-tol", sc.dm_tolerance, "DM list tolerance (dedisp's rule, > 1)")
+      ->capture_default_str();
+  cmd->add_option("--pulse-width", sc.pulse_width_us,
+                  "Intrinsic pulse width the DM list is built for (us)")
+      ->capture_default_str();
+  cmd->add_option("--boxcar-max", sc.boxcar_max, "Widest boxcar (samples, a power of 2)")
+      ->capture_default_str();
+  cmd->add_option("--snr-min", sc.snr_min, "Detection threshold (S/N)")->capture_default_str();
+  cmd->add_option("--zap-chans", o->zap_chans, "Channels to ignore, e.g. 0-10,200");
+  cmd->add_flag("--no-zero-dm", o->no_zero_dm, "Do not subtract the zero-DM time series");
+  cmd->add_option("--zap-sigma", sc.zap_sigma, "Zap outlier channels (MADs; 0: off)")
+      ->capture_default_str();
+  cmd->add_option("--baseline", sc.baseline_s, "Running-median baseline window (s)")
+      ->capture_default_str();
+  cmd->add_option("--gulp", sc.gulp, "Beam samples searched per gulp (0: from the budgets)")
+      ->capture_default_str();
+  cmd->add_option("--threads", sc.threads, "CPU threads (0: all)")->capture_default_str();
+  cmd->add_option("--memory", o->memory_mib, "Host memory budget (MiB)")->capture_default_str();
+  cmd->add_option("--gpu-memory", o->gpu_memory_mib,
+                  "CUDA: budget for the device buffers (MiB; 0: 80% of the free memory)")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  cmd->add_option("--device", sc.device, "CUDA device index")
+      ->check(CLI::Range(0, 1023))
+      ->capture_default_str();
+  cmd->add_option("--gpus", o->config.devices,
+                  "CUDA: devices to split the beams over, e.g. 0,1 (each forms and searches its "
+                  "share; default: --device alone)")
+      ->delimiter(',');
+  cmd->add_option("--gpu-streams", sc.gpu_streams,
+                  "CUDA: search streams (2: one beam's RFI stage overlaps the previous beam's "
+                  "search)")
+      ->check(CLI::Range(1, 2))
+      ->capture_default_str();
+  cmd->add_option("--top", o->top, "Candidates shown in the table (0: all)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  cmd->footer(
+      "Each beam is searched as `warpbeam search` searches a filterbank (same gulps, RFI "
+      "cleaning, DM list, boxcars and clustering). --backend cuda keeps the beams on the GPU: "
+      "only the voltages go there and only RFI statistics and peaks come back.");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace warpbeam::cli

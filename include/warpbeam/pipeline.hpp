@@ -1,0 +1,132 @@
+#pragma once
+// The multi-beam transient pipeline: channelised antenna voltages -> beams (detected power summed
+// over the polarisations) -> RFI cleaning -> dedispersion -> single-pulse search -> candidates,
+// for every beam (issue 4, "Pipeline").
+//
+// It is the file search (search.hpp, search_filterbank()) run on every beam of a beamformer
+// (beamform.hpp) as the beams are formed: each beam's power [time][chan] is a float32 filterbank
+// (tsamp = the voltages' tsamp x integration, fch1/foff = the voltage channels), cut into the
+// same gulps as search_filterbank() would cut that filterbank (search/pipeline.hpp's
+// plan_file_search: owned ranges of `gulp` samples, a margin of boxcar_max samples each side,
+// input rows [p0, p1 + max_delay)). Blocks of voltages arrive one at a time; their beams are
+// appended to a buffer of rows per beam, and every gulp whose rows are all there is searched for
+// every beam; the rows that the next gulp still needs (its margin and the maximum dispersion
+// delay) stay in the buffer, so a pulse across a block or gulp boundary is found exactly as in
+// the file. Hence, for a beam b, the candidates equal those of search_filterbank() on the
+// filterbank `warpbeam beamform` writes for b, with the same gulp (the tests check this).
+//
+// Backend cuda: the beams never leave the GPU. Voltage blocks are copied (pinned host buffer,
+// one copy stream) while the previous block is beamformed (a compute stream); each gulp of each
+// beam is copied device to device into the GPU search's cleaner and searched by the file
+// search's CUDA building blocks (CudaGulpCleaner, the channel-major dedispersion plan,
+// CudaPlaneSearcher) on two search streams, so one beam's RFI stage overlaps the previous beam's
+// dedispersion and search. Only the RFI statistics (12 bytes per channel per beam and gulp) and
+// the peaks come back: PipelineResult counts the bytes copied each way.
+//
+// Config -> Plan -> execute per block -> finish, as every engine (DESIGN.md).
+
+#include <complex>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "warpbeam/beamform.hpp"
+#include "warpbeam/core.hpp"
+#include "warpbeam/io/sigproc.hpp"
+#include "warpbeam/io/voltages.hpp"
+#include "warpbeam/search.hpp"
+
+namespace warpbeam::pipeline {
+
+struct PipelineConfig {
+  beamform::ArrayGeometry array;              ///< must have as many antennas as the voltages
+  std::vector<beamform::Pointing> pointings;  ///< one beam each (RA/Dec beams track)
+  int integration = 1;                        ///< voltage samples per beam sample
+  beamform::Algorithm algorithm = beamform::Algorithm::automatic;
+  beamform::CudaTuning tuning;
+  /// The search of every beam: DM range, S/N threshold, boxcar_max, baseline, RFI, clustering,
+  /// gulp (0: the largest power of 2 whose beam buffer fits the memory budget; see
+  /// PipelinePlan), threads, device.
+  search::FileSearchConfig search;
+  /// cuda: the devices (issue 7's --gpus). Beams are split into contiguous shares, one per
+  /// device (at most one device per beam): each device receives every voltage block, forms its
+  /// beams in one launch and searches them itself; the peaks are merged on the host in beam
+  /// order, so the candidates do not depend on the devices. Empty: search.device alone. A device
+  /// listed twice gets two shares (two streams of work on one GPU: how one GPU tests the split).
+  std::vector<int> devices;
+  /// Throws invalid_argument naming the field.
+  void validate() const;
+  nlohmann::json to_json() const;
+};
+
+/// What the pipeline found and how it ran.
+struct PipelineResult {
+  io::FilterbankHeader header;  ///< the beams' filterbank header (beam 0's; nsamples = all)
+  std::string backend;          ///< "cpu" or "cuda"
+  std::string algorithm;        ///< the beamformer's
+  std::vector<int> devices;     ///< cuda: the devices used (beam shares in order)
+  int nbeams = 0;
+  std::vector<float> dms;
+  std::vector<search::Candidate> candidates;  ///< every beam: S/N descending, then beam, sample
+  std::int64_t blocks = 0;
+  std::int64_t samples_per_block = 0;  ///< beam samples per voltage block
+  std::int32_t max_delay = 0;          ///< samples, at the largest DM
+  std::int64_t gulp = 0, gulps = 0, margin = 0, dm_chunk = 0;
+  /// Bytes of the beams formed (nbeams x samples x nchans x 4): what a pipeline that copied the
+  /// beams back would move.
+  std::int64_t beam_bytes = 0;
+  std::int64_t beam_buffer_bytes = 0;  ///< the buffer of beam rows (host or device)
+  /// cuda: bytes copied host -> device (voltages, weights, RFI decisions) and device -> host
+  /// (RFI statistics, peak counts and peaks); device -> device (beam rows to the search).
+  std::int64_t bytes_to_device = 0, bytes_from_device = 0, bytes_device_to_device = 0;
+  /// Seconds: wall time of the whole run; read = host reads of the voltage file (the driver's);
+  /// beamform and search = wall time the host spent issuing and waiting for them (cuda: the
+  /// copy of a block overlaps the beamforming of the previous one).
+  double seconds_total = 0, seconds_read = 0, seconds_beamform = 0, seconds_search = 0;
+  double observation_s = 0;  ///< the voltages' duration: real-time factor = observation_s / total
+  nlohmann::json to_json() const;  ///< everything but the candidates
+};
+
+namespace detail {
+class PipelineExecutor;
+}
+
+/// A pipeline for one voltage stream. execute() takes one block at a time.
+class PipelinePlan {
+ public:
+  /// Validates, computes the weights at info.mjd_start (throws invalid_argument for a beam below
+  /// the horizon or an antenna count that does not match `info`), plans the search of beams of
+  /// nblocks x block_samples / integration samples (throws invalid_argument when they are
+  /// shorter than the largest dispersion delay) and allocates every buffer. `nblocks`: the
+  /// whole blocks the stream holds. The beam buffer holds rows = plane + max_delay + one block
+  /// per beam; with search.gulp = 0 the gulp is halved from the file search's default until it
+  /// fits search.memory_bytes (cpu) or half of the device budget (cuda).
+  PipelinePlan(PipelineConfig config, const io::VoltageStreamInfo& info, std::int64_t nblocks,
+               Backend backend);
+  ~PipelinePlan();
+  PipelinePlan(PipelinePlan&&) noexcept;
+  PipelinePlan& operator=(PipelinePlan&&) noexcept;
+
+  Backend backend() const;
+  /// Beamforms one block ([chan][time][antenna][pol], info.block_bytes() bytes, host memory; on
+  /// cuda it is copied to a pinned buffer and this returns before the GPU is done) starting at
+  /// UTC `mjd` (tracking beams get new weights), and searches every gulp that is complete.
+  /// Throws invalid_argument after nblocks blocks or for a wrong size.
+  void execute(const std::uint8_t* block, std::size_t bytes, double mjd);
+  /// After the last block: the candidates of every beam and the summary. Throws
+  /// invalid_argument when fewer than nblocks blocks were given.
+  PipelineResult finish();
+
+ private:
+  std::unique_ptr<detail::PipelineExecutor> exec_;
+};
+
+/// Runs the pipeline over a whole voltage stream with `nblocks` whole blocks (read with
+/// reader.read_block()). Progress on stderr when it is a terminal (search.progress).
+PipelineResult run_pipeline(io::VoltageReader& reader, std::int64_t nblocks,
+                            const PipelineConfig& config, Backend backend);
+
+}  // namespace warpbeam::pipeline

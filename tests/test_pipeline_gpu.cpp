@@ -1,0 +1,146 @@
+// The pipeline on the GPU against the CPU on the simulated observation: the same candidates
+// (beam, sample, DM trial, width; S/N within 1e-3 relative; see expect_contains), the beams
+// never copied back (device -> host bytes far below the beams' size), one and two search streams
+// identical, several gulps.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "pipeline_test_util.hpp"
+#include "test_util.hpp"
+#include "warpbeam/io/guppi.hpp"
+#include "warpbeam/pipeline.hpp"
+
+using namespace warpbeam;
+using pltest::Observation;
+
+namespace {
+
+pipeline::PipelineResult run(const pipeline::PipelineConfig& c, Backend b) {
+  const Observation& obs = Observation::get();
+  io::GuppiReader reader(obs.raw);
+  return pipeline::run_pipeline(reader, reader.nblocks(), c, b);
+}
+
+// Every candidate of `a` with S/N >= snr_min + 0.5 is in `b`: the candidate of the same beam
+// nearest in sample (within its width). Mostly the same (DM trial, width, sample within 1) with
+// S/N within 1e-3 relative; the two beamformers round differently (fp32, different orders), so
+// a cluster's best peak may move to a neighbouring DM trial or width of nearly equal S/N: then
+// within 2 trials, 1 width and 2e-2. Prints the first mismatch and the largest difference.
+void expect_contains(const std::vector<search::Candidate>& a,
+                     const std::vector<search::Candidate>& b, float snr_min, const char* what) {
+  double max_rel = 0;
+  int moved = 0;
+  for (const auto& c : a) {
+    if (c.snr < snr_min + 0.5f) continue;
+    const search::Candidate* best = nullptr;
+    for (const auto& d : b)
+      if (d.beam == c.beam && std::abs(d.sample - c.sample) <= std::max(c.width(), d.width()) &&
+          (!best || std::abs(d.sample - c.sample) < std::abs(best->sample - c.sample)))
+        best = &d;
+    ASSERT_NE(best, nullptr) << what << ": no match for beam " << c.beam << " sample " << c.sample
+                             << " dm_trial " << c.dm_trial << " filter " << c.filter << " S/N "
+                             << c.snr;
+    const double rel = std::abs(best->snr - c.snr) / c.snr;
+    max_rel = std::max(max_rel, rel);
+    const bool same = best->dm_trial == c.dm_trial && best->filter == c.filter &&
+                      std::abs(best->sample - c.sample) <= 1;
+    if (same) {
+      EXPECT_LE(rel, 1e-3) << what << ": beam " << c.beam << " sample " << c.sample << " got "
+                           << best->snr << " expected " << c.snr;
+    } else {
+      ++moved;
+      EXPECT_LE(std::abs(best->dm_trial - c.dm_trial), 2) << what << ": sample " << c.sample;
+      EXPECT_LE(std::abs(best->filter - c.filter), 1) << what << ": sample " << c.sample;
+      EXPECT_LE(rel, 2e-2) << what << ": beam " << c.beam << " sample " << c.sample << " got "
+                           << best->snr << " expected " << c.snr;
+    }
+  }
+  std::printf("%s: max relative S/N difference %.3g, %d best peak(s) moved\n", what, max_rel,
+              moved);
+}
+
+}  // namespace
+
+TEST(PipelineGpu, CudaMatchesCpuAndKeepsTheBeamsOnTheGpu) {
+  WB_REQUIRE_GPU();
+  for (std::int64_t gulp : {std::int64_t{0}, std::int64_t{700}}) {
+    auto c = pltest::library_config(Observation::get());
+    c.search.gulp = gulp;
+    const auto cpu = run(c, Backend::cpu);
+    const auto gpu = run(c, Backend::cuda);
+    SCOPED_TRACE("gulp " + std::to_string(gulp));
+    EXPECT_EQ(gpu.backend, "cuda");
+    EXPECT_EQ(gpu.gulps, cpu.gulps);
+    ASSERT_FALSE(cpu.candidates.empty());
+    expect_contains(cpu.candidates, gpu.candidates, c.search.snr_min, "cpu in gpu");
+    expect_contains(gpu.candidates, cpu.candidates, c.search.snr_min, "gpu in cpu");
+    // The pulsar's beam is the best on both.
+    EXPECT_EQ(gpu.candidates.front().beam, Observation::kPulsarBeam);
+    // The beams stay on the GPU: only statistics and peaks come back.
+    std::printf(
+        "bytes to device %lld, from device %lld, beams %lld, device to device %lld\n",
+        static_cast<long long>(gpu.bytes_to_device), static_cast<long long>(gpu.bytes_from_device),
+        static_cast<long long>(gpu.beam_bytes), static_cast<long long>(gpu.bytes_device_to_device));
+    EXPECT_GT(gpu.bytes_from_device, 0);
+    EXPECT_LT(gpu.bytes_from_device, gpu.beam_bytes / 4);
+    const std::int64_t voltages = 10 * std::int64_t{32} * 4096 * 32;
+    EXPECT_GE(gpu.bytes_to_device, voltages);
+    EXPECT_LT(gpu.bytes_to_device, voltages + gpu.beam_bytes / 4);
+    EXPECT_GE(gpu.bytes_device_to_device, gpu.beam_bytes);
+  }
+}
+
+TEST(PipelineGpu, OneAndTwoSearchStreamsGiveTheSameCandidates) {
+  WB_REQUIRE_GPU();
+  auto c = pltest::library_config(Observation::get());
+  c.search.gulp = 700;
+  c.search.gpu_streams = 1;
+  const auto one = run(c, Backend::cuda);
+  c.search.gpu_streams = 2;
+  const auto two = run(c, Backend::cuda);
+  ASSERT_EQ(one.candidates.size(), two.candidates.size());
+  for (std::size_t i = 0; i < one.candidates.size(); ++i) {
+    EXPECT_EQ(one.candidates[i].beam, two.candidates[i].beam) << i;
+    EXPECT_EQ(one.candidates[i].sample, two.candidates[i].sample) << i;
+    EXPECT_EQ(one.candidates[i].dm_trial, two.candidates[i].dm_trial) << i;
+    EXPECT_EQ(one.candidates[i].snr, two.candidates[i].snr) << i;
+  }
+}
+
+// --gpus: the beams split over devices (issue 7) give the same candidates as one device. With one
+// GPU, the device listed twice (two shares, two host threads) exercises the split; with two or
+// more, devices 0 and 1.
+TEST(PipelineGpu, BeamsSplitOverDevicesGiveTheSameCandidates) {
+  WB_REQUIRE_GPU();
+  auto c = pltest::library_config(Observation::get());
+  c.search.gulp = 700;
+  const auto one = run(c, Backend::cuda);
+  std::vector<std::vector<int>> splits = {{0}, {0, 0}, {0, 0, 0}};
+  if (device_count() >= 2) splits.push_back({0, 1});
+  for (const auto& devs : splits) {
+    c.devices = devs;
+    const auto split = run(c, Backend::cuda);
+    SCOPED_TRACE(std::to_string(devs.size()) + " shares, last device " +
+                 std::to_string(devs.back()));
+    EXPECT_EQ(split.devices, devs);
+    ASSERT_EQ(split.candidates.size(), one.candidates.size());
+    for (std::size_t i = 0; i < one.candidates.size(); ++i) {
+      EXPECT_EQ(split.candidates[i].beam, one.candidates[i].beam) << i;
+      EXPECT_EQ(split.candidates[i].sample, one.candidates[i].sample) << i;
+      EXPECT_EQ(split.candidates[i].dm_trial, one.candidates[i].dm_trial) << i;
+      EXPECT_EQ(split.candidates[i].filter, one.candidates[i].filter) << i;
+      // Each beam's sum over antennas does not depend on the other beams: the same to rounding.
+      EXPECT_NEAR(split.candidates[i].snr, one.candidates[i].snr, 1e-4f * one.candidates[i].snr)
+          << i;
+    }
+    EXPECT_EQ(split.bytes_device_to_device, one.bytes_device_to_device);
+    // Every device receives every voltage block.
+    EXPECT_GT(split.bytes_to_device,
+              static_cast<std::int64_t>(devs.size() - 1) * 10 * 32 * 4096 * 32);
+  }
+}
