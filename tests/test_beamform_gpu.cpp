@@ -172,7 +172,7 @@ TEST(BeamformGpu, AutomaticPicksCublasForLargeNAndRegisterStreamOtherwise) {
   EXPECT_EQ(BeamformPlan(c, Backend::cuda).algorithm(), Algorithm::cublas_fp16);
   c = small_config(SampleType::ci4, 1, 8, 32, 32, 64);
   EXPECT_EQ(BeamformPlan(c, Backend::cuda).algorithm(), Algorithm::register_stream);
-  EXPECT_EQ(BeamformPlan(c, Backend::cuda).tuning().beams_per_thread, 32);
+  EXPECT_EQ(BeamformPlan(c, Backend::cuda).tuning().beams_per_thread, 16);
 }
 
 TEST(BeamformGpu, StreamedExecuteMatchesSynchronous) {

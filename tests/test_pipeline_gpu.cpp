@@ -12,6 +12,7 @@
 
 #include "pipeline_test_util.hpp"
 #include "test_util.hpp"
+#include "warpbeam/device.hpp"
 #include "warpbeam/io/guppi.hpp"
 #include "warpbeam/pipeline.hpp"
 
@@ -143,4 +144,49 @@ TEST(PipelineGpu, BeamsSplitOverDevicesGiveTheSameCandidates) {
     EXPECT_GT(split.bytes_to_device,
               static_cast<std::int64_t>(devs.size() - 1) * 10 * 32 * 4096 * 32);
   }
+}
+
+// Pinned input blocks are copied to every device straight from the caller's buffer (no staging):
+// the same candidates as pageable blocks, with one device and with the beams split over two
+// shares. The buffer is overwritten with garbage as soon as execute() returns, so a copy that was
+// still in flight would corrupt the beams and change the candidates.
+TEST(PipelineGpu, PinnedBlocksGiveTheSameCandidatesAndMayBeReusedAtOnce) {
+  WB_REQUIRE_GPU();
+  auto c = pltest::library_config(Observation::get());
+  c.search.gulp = 700;
+  io::GuppiReader reader(Observation::get().raw);
+  const auto info = reader.info();
+  const std::int64_t nblocks = reader.nblocks();
+  std::vector<std::vector<std::uint8_t>> blocks;
+  std::vector<double> mjds;
+  std::vector<std::uint8_t> b;
+  double mjd = info.mjd_start;
+  while (reader.read_block(b, &mjd)) {
+    blocks.push_back(b);
+    mjds.push_back(mjd);
+  }
+  ASSERT_EQ(static_cast<std::int64_t>(blocks.size()), nblocks);
+  for (const std::vector<int>& devs : {std::vector<int>{0}, std::vector<int>{0, 0}}) {
+    c.devices = devs;
+    const auto pageable = run(c, Backend::cuda);
+    pipeline::PipelinePlan plan(c, info, nblocks, Backend::cuda);
+    PinnedArray<std::uint8_t> pinned(blocks.front().size());
+    ASSERT_TRUE(is_pinned_host(pinned.data()));
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      std::copy(blocks[i].begin(), blocks[i].end(), pinned.data());
+      plan.execute(pinned.data(), pinned.size(), mjds[i]);
+      std::fill(pinned.data(), pinned.data() + pinned.size(), std::uint8_t{0x77});
+    }
+    const auto direct = plan.finish();
+    SCOPED_TRACE(std::to_string(devs.size()) + " share(s)");
+    ASSERT_EQ(direct.candidates.size(), pageable.candidates.size());
+    ASSERT_FALSE(direct.candidates.empty());
+    for (std::size_t i = 0; i < direct.candidates.size(); ++i) {
+      EXPECT_EQ(direct.candidates[i].beam, pageable.candidates[i].beam) << i;
+      EXPECT_EQ(direct.candidates[i].sample, pageable.candidates[i].sample) << i;
+      EXPECT_EQ(direct.candidates[i].dm_trial, pageable.candidates[i].dm_trial) << i;
+      EXPECT_EQ(direct.candidates[i].snr, pageable.candidates[i].snr) << i;
+    }
+  }
+  EXPECT_FALSE(is_pinned_host(blocks.front().data()));
 }

@@ -14,10 +14,12 @@
 #include <cstring>
 #include <numbers>
 #include <random>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "warpbeam/device.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/output_file.hpp"
 #include "warpbeam/pipeline.hpp"
@@ -32,12 +34,13 @@ struct BenchPipelineOptions {
   double seconds = 0, dm_max = 100;
   int integrate = 16, beams = 32;
   std::vector<int> gpus;
+  bool pageable = false;  // feed pageable blocks (staged per device) instead of pinned ones
 };
 
 // One run over `nblocks` blocks of random voltages; the blocks are drawn once and reused.
 pipeline::PipelineResult run_once(const pipeline::PipelineConfig& c,
                                   const io::VoltageStreamInfo& info, std::int64_t nblocks,
-                                  const std::vector<std::vector<std::uint8_t>>& blocks,
+                                  const std::vector<std::span<const std::uint8_t>>& blocks,
                                   Backend backend) {
   const auto t0 = std::chrono::steady_clock::now();
   pipeline::PipelinePlan plan(c, info, nblocks, backend);
@@ -86,15 +89,29 @@ void run(const BenchPipelineOptions& o) {
   c.search.boxcar_max = 256;
   c.search.gulp = 4096;  // beam samples: several gulps, so that searches interleave with blocks
 
-  // Random ci4 voltages: a few distinct blocks, reused.
+  // Random ci4 voltages: a few distinct blocks, reused. On cuda they are pinned (as a capture
+  // buffer would be) unless --pageable: pageable blocks are staged through a pinned buffer by a
+  // host memcpy per device and block.
   std::mt19937_64 rng(1);
-  std::vector<std::vector<std::uint8_t>> blocks(2);
-  for (auto& b : blocks) {
-    b.resize(static_cast<std::size_t>(info.block_bytes()));
-    for (std::size_t i = 0; i < b.size(); i += 8) {
-      const std::uint64_t v = rng();
-      std::memcpy(b.data() + i, &v, std::min<std::size_t>(8, b.size() - i));
+  const auto block_bytes = static_cast<std::size_t>(info.block_bytes());
+  const bool pinned = gpu && !o.pageable;
+  std::vector<std::vector<std::uint8_t>> pageable_blocks;
+  std::vector<PinnedArray<std::uint8_t>> pinned_blocks;
+  std::vector<std::span<const std::uint8_t>> blocks;
+  for (int k = 0; k < 2; ++k) {
+    std::uint8_t* b = nullptr;
+    if (pinned) {
+      pinned_blocks.emplace_back(block_bytes);
+      b = pinned_blocks.back().data();
+    } else {
+      pageable_blocks.emplace_back(block_bytes);
+      b = pageable_blocks.back().data();
     }
+    for (std::size_t i = 0; i < block_bytes; i += 8) {
+      const std::uint64_t v = rng();
+      std::memcpy(b + i, &v, std::min<std::size_t>(8, block_bytes - i));
+    }
+    blocks.emplace_back(b, block_bytes);
   }
 
   nlohmann::json rec = {{"benchmark", "pipeline"},
@@ -106,6 +123,8 @@ void run(const BenchPipelineOptions& o) {
                         {"block_samples", info.block_samples},
                         {"blocks", nblocks},
                         {"integration", o.integrate},
+                        {"input_memory", pinned ? "pinned" : "pageable"},
+                        {"gpus", o.gpus},
                         {"parameters", c.to_json()}};
   // Warm-up (plans, kernels, allocations) on a short run, then the measured run.
   if (gpu) run_once(c, info, std::min<std::int64_t>(nblocks, 4), blocks, backend);
@@ -114,9 +133,9 @@ void run(const BenchPipelineOptions& o) {
   const double rtf = r.observation_s / r.seconds_total;
   std::string summary = fmt::format(
       "pipeline {} {}: {} beams x {} ch, {} DM trials 0-{:.0f}, {:.2f} s for {:.2f} s of voltages "
-      "(real-time x{:.3f}; beamform {:.2f} s, search {:.2f} s)",
+      "(real-time x{:.3f}; beamform {:.2f} s, search {:.2f} s; {} input)",
       o.config, to_string(backend), o.beams, info.nchans, r.dms.size(), o.dm_max, r.seconds_total,
-      r.observation_s, rtf, r.seconds_beamform, r.seconds_search);
+      r.observation_s, rtf, r.seconds_beamform, r.seconds_search, pinned ? "pinned" : "pageable");
   if (gpu) {
     summary += fmt::format(
         "; copied {:.1f} MB to the GPU, {:.3f} MB back ({:.2g} of the beams' {:.1f} MB)",
@@ -161,6 +180,8 @@ void add_bench_pipeline_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--gpus", o->gpus, "CUDA: devices to split the beams over, e.g. 0,1")
       ->delimiter(',');
+  cmd->add_flag("--pageable", o->pageable,
+                "CUDA: feed pageable voltage blocks (staged per device) instead of pinned ones");
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
   cmd->callback([o] { run(*o); });
 }

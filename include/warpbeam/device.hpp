@@ -114,6 +114,10 @@ void device_memset(void* dst, int value, std::size_t bytes, const Stream* stream
 void device_synchronize();
 /// Number of visible CUDA devices (0 in a CPU-only build or with no device).
 int device_count();
+/// True when `p` points into page-locked host memory the CUDA driver knows (PinnedArray,
+/// cudaHostAlloc, cudaHostRegister): such memory can be copied to every device by DMA without
+/// staging. False for ordinary (pageable) memory and in builds without CUDA.
+bool is_pinned_host(const void* p);
 /// Selects the current device for the calling thread.
 void set_device(int device);
 /// A one-line description of device `device` ("NVIDIA H200, sm_90, 132 SMs, 139.8 GiB").

@@ -112,7 +112,10 @@ class PipelinePlan {
 
   Backend backend() const;
   /// Beamforms one block ([chan][time][antenna][pol], info.block_bytes() bytes, host memory; on
-  /// cuda it is copied to a pinned buffer and this returns before the GPU is done) starting at
+  /// cuda a pageable block is staged through a pinned buffer per device, a pinned one (e.g. a
+  /// PinnedArray the caller reads into) is copied to every device directly, the copies
+  /// overlapping; either way the block may be reused when this returns, before the GPU is done;
+  /// pinned input avoids a host memcpy per device and block) starting at
   /// UTC `mjd` (tracking beams get new weights), and searches every gulp that is complete.
   /// Throws invalid_argument after nblocks blocks or for a wrong size.
   void execute(const std::uint8_t* block, std::size_t bytes, double mjd);

@@ -167,6 +167,8 @@ class PipelineExecutor {
       if (!w.empty()) wk = beam_subset(w, k);
       stores_[k]->append_block(block, bytes, w.empty() ? nullptr : &wk, len_);
     }
+    for (auto& s : stores_)
+      s->wait_input();  // the caller may reuse `block` when execute() returns
     len_ += nb_;
     ++blocks_;
     seconds_beamform_ += seconds_since(t);

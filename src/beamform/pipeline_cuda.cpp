@@ -122,11 +122,18 @@ class CudaStore final : public BeamStore {
     set_device(device_);  // this store's GPU (several stores: one per device)
     const int i = slot_;
     slot_ ^= 1;
+    // A pinned block (the caller's DMA-able buffer) is copied straight from where it is, the
+    // caller waiting in wait_input() (after every device's copy was issued, so that they overlap
+    // on their own links); a pageable one is staged through this store's pinned slot. Staging
+    // costs a host memcpy per block and device: on the H200 machine ~27 ms per 268 MB B1 block,
+    // which bounded the pipeline (docs/PERFORMANCE.md).
+    const bool direct = is_pinned_host(block);
     copied_[i].synchronize();  // the pinned slot's previous copy (block i - 2) is done
-    std::memcpy(host_[i].data(), block, bytes);
+    if (!direct) std::memcpy(host_[i].data(), block, bytes);
     wait_event(copy_stream_, consumed_[i]);
-    copy_bytes(volt_[i].data(), host_[i].data(), bytes, &copy_stream_);
+    copy_bytes(volt_[i].data(), direct ? block : host_[i].data(), bytes, &copy_stream_);
     copied_[i].record(&copy_stream_);
+    pending_input_ = direct ? &copied_[i] : nullptr;
     counters_.to_device += static_cast<std::int64_t>(bytes);
 
     wait_event(bf_stream_, copied_[i]);
@@ -139,6 +146,13 @@ class CudaStore final : public BeamStore {
     copy_2d(buffer_.data() + at * nchans_, cap_ * row, beams_.data(), nb_ * row, nb_ * row,
             static_cast<std::size_t>(nbeams_), bf_stream_);
     counters_.device_to_device += nbeams_ * nb_ * nchans_ * 4;
+  }
+
+  void wait_input() override {
+    if (!pending_input_) return;
+    set_device(device_);
+    pending_input_->synchronize();
+    pending_input_ = nullptr;
   }
 
   void search_gulp(std::int64_t g, std::int64_t rows, const BeamPeakSink& sink) override {
@@ -274,6 +288,7 @@ class CudaStore final : public BeamStore {
   std::unique_ptr<beamform::BeamformPlan> plan_;
   Stream copy_stream_, bf_stream_;
   PinnedArray<std::uint8_t> host_[2];
+  Event* pending_input_ = nullptr;  // the copy of the caller's pinned block, until wait_input()
   DeviceArray<std::uint8_t> volt_[2];
   Event copied_[2], consumed_[2], ready_;
   int slot_ = 0;

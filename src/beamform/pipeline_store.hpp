@@ -43,6 +43,10 @@ class BeamStore {
   /// New weights ([nchans][npol][nbeams][nantennas]) first when `weights` is not null.
   virtual void append_block(const std::uint8_t* block, std::size_t bytes,
                             const std::vector<std::complex<float>>* weights, std::int64_t at) = 0;
+  /// Returns when the `block` of the last append_block may be reused by the caller (a store may
+  /// read a pinned block by DMA after append_block returned, so that the copies of several
+  /// devices overlap).
+  virtual void wait_input() {}
   virtual void search_gulp(std::int64_t g, std::int64_t rows, const BeamPeakSink& sink) = 0;
   virtual void shift(std::int64_t drop, std::int64_t keep) = 0;
   virtual StoreCounters counters() const = 0;

@@ -37,6 +37,16 @@ void pinned_free(void* p) noexcept {
 }
 }  // namespace detail
 
+bool is_pinned_host(const void* p) {
+  if (!p) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unknown pointer is not an error here
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
 Stream::Stream() {
   cudaStream_t s{};
   WB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -123,6 +133,9 @@ void* pinned_malloc(std::size_t bytes) {
 }
 void pinned_free(void*) noexcept {}
 }  // namespace detail
+bool is_pinned_host(const void*) {
+  return false;
+}
 Stream::Stream() {
   no_cuda();
 }
