@@ -269,9 +269,7 @@ class CudaRegisterTiledExecutor final : public Executor {
     kernel_ = pick_kernel(c.sample_type, tuning_.beams_per_thread, tuning_.samples_per_thread);
     const int tt = tuning_.threads_per_block / kCT * tuning_.samples_per_thread;
     smem_ = smem_bytes(tuning_.beams_per_thread, tt);
-    WB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel_),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem_)));
+    ::warpbeam::detail::allow_dynamic_smem(reinterpret_cast<const void*>(kernel_), smem_);
     const std::int64_t ntime_tiles = (c.nsamples + tt - 1) / tt;
     nchan_tiles_ = (c.nchans + kCT - 1) / kCT;
     blocks_x_ = ntime_tiles * nchan_tiles_;

@@ -372,9 +372,7 @@ class CudaMmaExecutor final : public Executor {
     const int nbins = kBN / c.integration;
     smem_ = (2 * kBM * kLd + 2 * kBN * kLd) * sizeof(__half) + 256 * sizeof(float2) +
             static_cast<std::size_t>(kBeams) * nbins * kCT * sizeof(float);
-    WB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel_),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem_)));
+    ::warpbeam::detail::allow_dynamic_smem(reinterpret_cast<const void*>(kernel_), smem_);
     nchan_tiles_ = (c.nchans + kCT - 1) / kCT;
     blocks_x_ = (c.nsamples + kBN - 1) / kBN * nchan_tiles_;
     if (blocks_x_ > 0x7FFFFFFF)

@@ -402,9 +402,7 @@ class CudaStreamExecutor final : public Executor {
     smem_ = static_cast<std::size_t>(wa_) * per_ant +
             static_cast<std::size_t>(bpt) * kWarps * (tt + 1) * sizeof(float) * (voltage_ ? 2 : 1) +
             256 * sizeof(float);
-    WB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel_),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem_)));
+    ::warpbeam::detail::allow_dynamic_smem(reinterpret_cast<const void*>(kernel_), smem_);
     // Runs of samples per block: about 8 waves of blocks over the GPU, each run a multiple of
     // the tile and of the integration (so no output bin crosses blocks).
     int occ = 0, dev = 0, sms = 0;

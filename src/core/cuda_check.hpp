@@ -3,6 +3,7 @@
 #ifdef WARPBEAM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <string>
 
 #include "warpbeam/core.hpp"
@@ -13,6 +14,13 @@ namespace warpbeam::detail {
                                 " (" + cudaGetErrorString(e) + ") in " + expr + " at " + file +
                                 ":" + std::to_string(line));
 }
+
+/// Lets `kernel` launch with up to `bytes` of dynamic shared memory on the current device
+/// (cudaFuncAttributeMaxDynamicSharedMemorySize). The limit belongs to the function on each device
+/// and is shared by every host thread, so lowering it for one launch can make another thread's
+/// concurrent, larger launch of the same kernel fail (error 701, "too many resources requested",
+/// seen with two search workers sharing one GPU). It is therefore only ever raised, under a lock.
+void allow_dynamic_smem(const void* kernel, std::size_t bytes);
 }  // namespace warpbeam::detail
 
 /// Checks a CUDA runtime call; throws warpbeam::Error(cuda) naming the call and the place.

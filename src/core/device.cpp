@@ -1,6 +1,10 @@
 #include "warpbeam/device.hpp"
 #include "warpbeam/format.hpp"
 
+#include <map>
+#include <mutex>
+#include <utility>
+
 #ifdef WARPBEAM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -34,6 +38,21 @@ void* pinned_malloc(std::size_t bytes) {
 }
 void pinned_free(void* p) noexcept {
   if (p) cudaFreeHost(p);
+}
+}  // namespace detail
+
+namespace detail {
+void allow_dynamic_smem(const void* kernel, std::size_t bytes) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, std::size_t> limits;  // (kernel, device) -> bytes
+  int device = 0;
+  WB_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::size_t& limit = limits[{kernel, device}];
+  if (bytes <= limit) return;
+  WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(bytes)));
+  limit = bytes;
 }
 }  // namespace detail
 

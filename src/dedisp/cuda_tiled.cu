@@ -128,8 +128,7 @@ __global__ void __launch_bounds__(K >= 32 ? 512 : 1024) tiled_kernel(const TileA
 template <class Code, int K, int TX>
 void launch(const TileArgs& a, cudaStream_t s) {
   auto* kernel = tiled_kernel<Code, K, TX>;
-  WB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(a.smem_bytes)));
+  ::warpbeam::detail::allow_dynamic_smem(reinterpret_cast<const void*>(kernel), a.smem_bytes);
   const auto blocks = static_cast<unsigned>(static_cast<std::int64_t>(a.ndm_tiles) * a.ntime_tiles);
   const auto threads = static_cast<unsigned>(a.lanes * a.dms_per_block);
   kernel<<<blocks, threads, a.smem_bytes, s>>>(a);

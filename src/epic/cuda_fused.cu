@@ -471,8 +471,7 @@ class FusedExecutor final : public Executor {
     if (!launch_.fn)
       fail(ErrorCategory::unsupported,
            what + " is not built (it does not fit 227 KiB of shared memory with 256 stands)");
-    WB_CUDA_CHECK(cudaFuncSetAttribute(launch_.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(launch_.smem)));
+    ::warpbeam::detail::allow_dynamic_smem(reinterpret_cast<const void*>(launch_.fn), launch_.smem);
     if (launch_.cluster > 1) {
       cudaLaunchConfig_t cfg = config(nullptr, 1);
       cudaLaunchAttribute attr = cluster_attribute();
