@@ -168,6 +168,16 @@ TEST(DistGpu, CliWithGpus00WritesWhatGpus0Writes) {
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_EQ(wbtest::slurp(dir.file("b.cand")), wbtest::slurp(dir.file("a.cand")));
   EXPECT_NE(b.out.find("2 worker(s)"), std::string::npos) << b.out;
+  // Workers sharing the GPU launch the same dedispersion kernels with different shared-memory
+  // sizes at once (their DM slices differ): once this failed with CUDA error 701 because one
+  // worker lowered the kernel's dynamic shared-memory limit under another's launch. A race, so
+  // several runs with four workers.
+  for (int i = 0; i < 6; ++i) {
+    const auto r =
+        wbdist::run("", "search " + f + " --backend cuda --snr-min 5 --gpus 0,0,0,0 --output '" +
+                            dir.file("r.cand") + "'");
+    ASSERT_EQ(r.exit_code, 0) << "run " << i << ": " << r.err;
+  }
   // A device that is not there is a usage error.
   const auto c = wbdist::run(
       "", "search " + f + " --backend cuda --gpus 0,99 --output '" + dir.file("c.cand") + "'");
