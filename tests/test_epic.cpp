@@ -303,8 +303,8 @@ TEST(EpicCpu, BadConfigurationsGiveClearErrors) {
         c.stand_xyz_m = random_station(20, 80, 3);
       },
       "aperture spans", ia);
-  expect_bad([](EpicConfig& c) { c.algorithm = Algorithm::fused; }, "CUDA",
-             ErrorCategory::unsupported);
+  // A CUDA-only algorithm asked of the CPU is a usage error (exit 2), as in the other engines.
+  expect_bad([](EpicConfig& c) { c.algorithm = Algorithm::fused; }, "CUDA", ia);
   // A plan checks the shape and memory space of its arguments.
   const EpicPlan plan(good, Backend::cpu);
   std::vector<std::uint8_t> in(2 * 4 * 20 * 2);

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "commands.hpp"
 #include "warpbeam/beamform.hpp"
 #include "warpbeam/format.hpp"
 
@@ -69,16 +70,14 @@ inline std::vector<beamform::Pointing> load_pointings(const std::string& beams_f
   fail(ErrorCategory::invalid_argument, "give the beams with --beams FILE or --grid SPEC");
 }
 
-/// The LWA station file: `given`, else $WARPBEAM_DATA/lwa/lwasv-ssmif.txt when it exists.
+/// The LWA station file: `given`, else default_data_file("lwa/lwasv-ssmif.txt").
 /// Throws invalid_argument when there is neither.
 inline std::string find_ssmif(const std::string& given) {
   if (!given.empty()) return given;
-  if (const char* d = std::getenv("WARPBEAM_DATA"); d && *d) {
-    const std::string p = std::string(d) + "/lwa/lwasv-ssmif.txt";
-    if (std::ifstream(p)) return p;
-  }
+  if (auto p = default_data_file("lwa/lwasv-ssmif.txt"); !p.empty()) return p;
   fail(ErrorCategory::invalid_argument,
-       "no station file: give --ssmif PATH (or set WARPBEAM_DATA to the shared data folder)");
+       "no station file: give --ssmif PATH (or set WARPBEAM_DATA to the shared data folder; "
+       "../shared/data is tried otherwise)");
 }
 
 /// Products that must appear together or not at all (beam-pattern's PNG, FITS and JSON): each is

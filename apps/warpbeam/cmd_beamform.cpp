@@ -246,7 +246,7 @@ void add_beamform_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--ssmif", o->ssmif,
                   "LWA station file for --array ssmif (default: "
-                  "$WARPBEAM_DATA/lwa/lwasv-ssmif.txt)");
+                  "$WARPBEAM_DATA/lwa/lwasv-ssmif.txt, else ../shared/data/lwa/lwasv-ssmif.txt)");
   cmd->add_flag("--no-cable-delays", o->no_cables, "With an SSMIF: keep the cable delays");
   cmd->add_option("--block", o->block, "LWA TBF: spectra per block (default min(all, 1024))")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));

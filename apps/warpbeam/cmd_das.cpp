@@ -67,6 +67,14 @@ void run_das(const DasOptions& o) {
     fail(ErrorCategory::invalid_argument, "--out {}: expected .png, .npy, .h5 or .hdf5", o.out);
   if (!o.npy.empty() && extension(o.npy) != ".npy")
     fail(ErrorCategory::invalid_argument, "--npy {}: expected a .npy file", o.npy);
+  // The products' folders must exist before the beamforming (a product written and a second one
+  // failing would leave a partial set).
+  for (const std::string* out : {&o.out, &o.npy}) {
+    const auto dir = std::filesystem::path(*out).parent_path();
+    if (!out->empty() && !dir.empty() && !std::filesystem::is_directory(dir))
+      fail(ErrorCategory::io, "cannot write '{}': the folder '{}' does not exist", *out,
+           dir.string());
+  }
   das::SliceAxis axis = das::SliceAxis::y;
   std::int64_t slice_index = -1;
   if (!o.slice.empty()) {

@@ -77,7 +77,8 @@ void run_image(const ImageOptions& o) {
   const std::string ssmif_path = epic_common::find_ssmif(o.ssmif);
   if (ssmif_path.empty())
     fail(ErrorCategory::invalid_argument,
-         "no station file: give --ssmif PATH (or set WARPBEAM_DATA to the shared data folder)");
+         "no station file: give --ssmif PATH (or set WARPBEAM_DATA to the shared data folder; "
+         "../shared/data is tried otherwise)");
 
   const io::TbfReader reader(o.in);
   const io::TbfInfo& info = reader.info();
@@ -267,7 +268,8 @@ void add_image_command(CLI::App& app) {
   cmd->add_option("IN", o->in, "TBF file (real or from `warpbeam simulate station`)")->required();
   cmd->add_option("--out", o->out, "Output folder (FITS cubes and PNG quick-looks)")->required();
   cmd->add_option("--ssmif", o->ssmif,
-                  "Station file (default: $WARPBEAM_DATA/lwa/lwasv-ssmif.txt)");
+                  "Station file (default: $WARPBEAM_DATA/lwa/lwasv-ssmif.txt, else "
+                  "../shared/data/lwa/lwasv-ssmif.txt)");
   cmd->add_option("--size", o->size, "Image and aperture grid size (pixels)")
       ->capture_default_str();
   cmd->add_option("--channels", o->channels,

@@ -4,6 +4,7 @@
 // several processes (mpirun) share the work through warpbeam/dist/search.hpp; the candidates
 // are the same, byte for byte, as one process writes.
 #include <chrono>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -82,6 +83,14 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
       fail(ErrorCategory::invalid_argument,
            "--device {} and --gpus {}: give one (--gpus lists the devices sharing the work)",
            c.device, o.gpus);
+    // The products' folders must exist: fail now, not after a long search.
+    for (const std::string* out : {&o.output, &o.json}) {
+      if (out->empty()) continue;
+      const auto dir = std::filesystem::path(*out).parent_path();
+      if (!dir.empty() && !std::filesystem::is_directory(dir))
+        fail(ErrorCategory::io, "cannot write '{}': the folder '{}' does not exist", *out,
+             dir.string());
+    }
     dc.files = o.paths;
     dc.search = c;
     dc.backend = parse_backend(o.backend);
@@ -108,6 +117,9 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
       }
     } catch (...) {
       error = std::current_exception();
+      // The .cand and the JSON appear together or not at all.
+      std::error_code ec;
+      if (!o.output.empty()) std::filesystem::remove(o.output, ec);
     }
   }
   comm.agree(error);

@@ -74,7 +74,8 @@ void run_station(const StationOptions& o) {
   const std::string ssmif_path = epic_common::find_ssmif(o.ssmif);
   if (ssmif_path.empty())
     fail(ErrorCategory::invalid_argument,
-         "no station file: give --ssmif PATH (or set WARPBEAM_DATA to the shared data folder)");
+         "no station file: give --ssmif PATH (or set WARPBEAM_DATA to the shared data folder; "
+         "../shared/data is tried otherwise)");
   const io::Ssmif ssmif = io::read_ssmif(ssmif_path);
   const io::TbfStationModel station = io::tbf_station_model(ssmif, ssmif.nstand());
   c.stand_xyz_m = station.xyz_m;
@@ -137,7 +138,8 @@ void add_simulate_station_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Output TBF file (a .json side file is written beside it)")
       ->required();
   cmd->add_option("--ssmif", o->ssmif,
-                  "Station file (default: $WARPBEAM_DATA/lwa/lwasv-ssmif.txt)");
+                  "Station file (default: $WARPBEAM_DATA/lwa/lwasv-ssmif.txt, else "
+                  "../shared/data/lwa/lwasv-ssmif.txt)");
   cmd->add_option("--source", o->sources,
                   "A point source l,m,flux[,q,u,v] (repeatable; default: a 3-source sky)");
   cmd->add_option("--nchan", o->nchan, "Channels (a multiple of 12)")

@@ -5,7 +5,26 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
 namespace warpbeam::cli {
+
+/// A file of the shared data folder (e.g. "lwa/lwasv-ssmif.txt"): under $WARPBEAM_DATA when that
+/// is set, else under ../shared/data (the folder beside the repository, as the README's
+/// commands assume when run from the repository root); "" when neither holds it.
+inline std::string default_data_file(const std::string& rel) {
+  std::vector<std::string> roots;
+  if (const char* d = std::getenv("WARPBEAM_DATA"); d && *d) roots.emplace_back(d);
+  roots.emplace_back("../shared/data");
+  for (const auto& root : roots) {
+    const std::string p = root + "/" + rel;
+    if (std::filesystem::is_regular_file(p)) return p;
+  }
+  return {};
+}
 
 // Each function adds its subcommand to `app`; `simulate ...` and `bench ...` subcommands add
 // themselves under app.get_subcommand("simulate") / ("bench"), which main() creates first.

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "commands.hpp"
+
 namespace warpbeam::cli::epic_common {
 
 /// LWA-SV's TBF band of E1: 132 channels of 25 kHz from channel 2348 (58.7 MHz).
@@ -21,11 +23,7 @@ inline constexpr long long kDefaultTimeTag = 283685766952000000ll;
 /// neither.
 inline std::string find_ssmif(const std::string& given) {
   if (!given.empty()) return given;
-  if (const char* d = std::getenv("WARPBEAM_DATA"); d && *d) {
-    const std::string p = std::string(d) + "/lwa/lwasv-ssmif.txt";
-    if (std::filesystem::exists(p)) return p;
-  }
-  return {};
+  return default_data_file("lwa/lwasv-ssmif.txt");
 }
 
 /// Julian date (UT) of a Unix time.

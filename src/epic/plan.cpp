@@ -148,7 +148,7 @@ EpicPlan::EpicPlan(EpicConfig config, Backend backend)
   if (backend_ == Backend::cpu) {
     if (algorithm_ == Algorithm::automatic) algorithm_ = Algorithm::reference;
     if (algorithm_ != Algorithm::reference)
-      fail(ErrorCategory::unsupported, "the {} EPIC algorithm runs on CUDA, not on the CPU",
+      fail(ErrorCategory::invalid_argument, "the {} EPIC algorithm runs on CUDA, not on the CPU",
            to_string(algorithm_));
     exec_ = detail::make_cpu_executor(config_, *tables_);
     return;
