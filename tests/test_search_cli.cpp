@@ -148,6 +148,17 @@ TEST(SearchCli, BadFilesExitOne) {
   longkey.append(reinterpret_cast<const char*>(&big), 4);
   write_bytes(dir.file("longkey.fil"), longkey + "abc");
   expect_failure(dir, "search '" + dir.file("longkey.fil") + "'", 1, "corrupt header");
+
+  // A product that cannot be written is found before the search, and the other product is not
+  // left behind: a JSON in a folder that does not exist, beside a .cand that could be written.
+  WB_REQUIRE_DATA("filterbank/burst_28.fil");
+  const auto before = dir.files();
+  const auto r =
+      wbtest::run_cli("search '" + wbtest::data_file("filterbank/burst_28.fil") + "' --output '" +
+                      dir.file("ok.cand") + "' --json '" + dir.file("nodir/x.json") + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("nodir"), std::string::npos) << r.err;
+  EXPECT_EQ(dir.files(), before) << "a failed run left a file behind";
 }
 
 TEST(SearchCli, BadOptionsExitTwo) {

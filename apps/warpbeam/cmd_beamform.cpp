@@ -124,7 +124,7 @@ void run(const BeamformOptions& o) {
   };
   plan.set_weights(wview());
 
-  std::filesystem::create_directories(o.out);
+  OutputFolder folder(o.out);
   const int nop = c.nout_pols();
   std::vector<std::unique_ptr<io::FilterbankWriter>> writers;
   std::vector<std::string> names;
@@ -216,6 +216,7 @@ void run(const BeamformOptions& o) {
   io::write_text_file((std::filesystem::path(o.out) / "beamform.json").string(), j.dump(2) + "\n");
   for (auto& w : writers)
     w->commit();
+  folder.keep();
   fmt::print("{} beams x {} pols, {} blocks of {} samples ({} backend, {}) -> {}\n", c.nbeams, nop,
              blocks, c.nsamples, to_string(plan.backend()), beamform::to_string(plan.algorithm()),
              o.out);

@@ -148,7 +148,7 @@ void run_image(const ImageOptions& o) {
   std::vector<std::uint8_t> host_in(in_bytes);
   std::vector<float> host_out(static_cast<std::size_t>(nchan) * 4 * nn);
   std::vector<double> acc(host_out.size());
-  std::filesystem::create_directories(o.out);
+  OutputFolder folder(o.out);
   const epic::ImageGeometry geo = plan.geometry();
   const int nstokes = o.stokes == "I" ? 1 : 4;
   Progress progress("imaging", nimages * o.accumulate);
@@ -258,6 +258,7 @@ void run_image(const ImageOptions& o) {
     }
     fmt::print("{}.fits\n", base);
   }
+  folder.keep();
 }
 
 }  // namespace

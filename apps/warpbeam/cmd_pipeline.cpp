@@ -64,7 +64,7 @@ void run(PipelineOptions& o) {
                             {"input", o.in},
                             {"parameters", c.to_json()},
                             {"result", r.to_json()}};
-  std::filesystem::create_directories(o.out);
+  OutputFolder folder(o.out);
   StagedOutputs staged;
   const auto path = [&](const char* name) {
     return (std::filesystem::path(o.out) / name).string();
@@ -75,6 +75,7 @@ void run(PipelineOptions& o) {
   io::write_text_file(staged.temp(path("pipeline.json")), summary.dump(2) + "\n");
   if (!o.json.empty()) io::write_text_file(staged.temp(o.json), summary.dump(2) + "\n");
   staged.commit();
+  folder.keep();
 
   fmt::print(
       "{}: {} beams of {} channels, {} samples ({:.3f} s) each, tsamp {} us, {} block(s); {} DM "

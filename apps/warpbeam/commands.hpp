@@ -5,12 +5,44 @@
 
 #include <CLI/CLI.hpp>
 
+#include "warpbeam/core.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 namespace warpbeam::cli {
+
+/// The folder of a command's products (`--out DIR`): made if missing — its parent must exist, so a
+/// typo does not create a tree of folders — and removed again with whatever is in it when the
+/// command fails before keep() (a failed run leaves no folder it made). Throws Error(io).
+class OutputFolder {
+ public:
+  explicit OutputFolder(const std::string& dir) : dir_(dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_directory(dir_, ec)) return;
+    const fs::path parent = fs::path(dir_).lexically_normal().parent_path();
+    if (!parent.empty() && parent != fs::path(dir_).root_path() && !fs::is_directory(parent, ec))
+      throw Error(ErrorCategory::io, "cannot create '" + dir_ + "': the folder '" +
+                                         parent.string() + "' does not exist");
+    if (!fs::create_directory(dir_, ec) || ec)
+      throw Error(ErrorCategory::io, "cannot create the folder '" + dir_ + "': " + ec.message());
+    created_ = true;
+  }
+  ~OutputFolder() {
+    std::error_code ec;
+    if (created_ && !kept_) std::filesystem::remove_all(dir_, ec);
+  }
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
+  void keep() { kept_ = true; }
+
+ private:
+  std::string dir_;
+  bool created_ = false, kept_ = false;
+};
 
 /// A file of the shared data folder (e.g. "lwa/lwasv-ssmif.txt"): under $WARPBEAM_DATA when that
 /// is set, else under ../shared/data (the folder beside the repository, as the README's
