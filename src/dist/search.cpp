@@ -145,12 +145,7 @@ void search_piece(const DistSearchConfig& cfg, const WorkerSetup& setup,
     search::detail::run_gulps_cpu(L, t.dm_begin, t.dm_end, sink, times);
   }
   progress.finish();
-  res.seconds_read = times.read;
-  res.seconds_rfi = times.rfi;
-  res.seconds_dedisp = times.dedisp;
-  res.seconds_search = times.search;
-  res.bytes_to_device = times.bytes_to_device;
-  res.bytes_from_device = times.bytes_from_device;
+  times.report_to(res);
   p.run = res.to_json().dump();
   if (t.whole)
     for (const auto& cl : clusters)

@@ -375,12 +375,7 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
     detail::run_gulps_cpu(L, 0, L.ndms(), sink, times);
   }
   progress.finish();
-  res.seconds_read = times.read;
-  res.seconds_rfi = times.rfi;
-  res.seconds_dedisp = times.dedisp;
-  res.seconds_search = times.search;
-  res.bytes_to_device = times.bytes_to_device;
-  res.bytes_from_device = times.bytes_from_device;
+  times.report_to(res);
 
   std::sort(clusters.begin(), clusters.end(), [](const Cluster& a, const Cluster& b) {
     if (a.best.snr != b.best.snr) return a.best.snr > b.best.snr;

@@ -79,6 +79,16 @@ using PeakSink = std::function<void(GulpPeaks&&)>;
 struct StageTimes {
   double read = 0, rfi = 0, dedisp = 0, search = 0;
   std::int64_t bytes_to_device = 0, bytes_from_device = 0;
+
+  /// Copies the stage times and byte counts into a search's result.
+  void report_to(SearchResult& r) const {
+    r.seconds_read = read;
+    r.seconds_rfi = rfi;
+    r.seconds_dedisp = dedisp;
+    r.seconds_search = search;
+    r.bytes_to_device = bytes_to_device;
+    r.bytes_from_device = bytes_from_device;
+  }
 };
 
 /// The CPU runner: read, unpack, clean, dedisperse and search each gulp in turn.
