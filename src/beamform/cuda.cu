@@ -26,10 +26,7 @@ namespace {
 constexpr int kCT = 8;   // channels per block (lane % 8)
 constexpr int kAG = 16;  // antennas staged per step
 
-struct Params {
-  int nchans, nant, npol, nbeams;
-  std::int64_t nsamples, row_bytes;
-  int integration, nout_pols;
+struct Params : ShapeParams {
   bool voltage, sum_pols, atomics, word_loads;
   int nchan_tiles;
 };
@@ -286,8 +283,7 @@ class CudaRegisterTiledExecutor final : public Executor {
     cudaStream_t s = WB_STREAM(stream);
     copy_bytes(wstage_.data(), w, wstage_.bytes(), stream);
     const int threads = 256;
-    const auto blocks =
-        static_cast<unsigned>(std::min<std::size_t>((wdev_.size() + threads - 1) / threads, 65536));
+    const unsigned blocks = grid_stride_blocks(wdev_.size(), threads);
     transpose_weights<<<blocks, threads, 0, s>>>(wstage_.data(), wdev_.data(), c.nchans, c.npol,
                                                  c.nbeams, c.nantennas);
     WB_CUDA_CHECK_LAUNCH();
@@ -297,15 +293,7 @@ class CudaRegisterTiledExecutor final : public Executor {
   void execute(const PlanData& pd, const std::uint8_t* in, float* out,
                const Stream* stream) override {
     const auto& c = pd.config;
-    Params p{};
-    p.nchans = c.nchans;
-    p.nant = c.nantennas;
-    p.npol = c.npol;
-    p.nbeams = c.nbeams;
-    p.nsamples = c.nsamples;
-    p.row_bytes = c.row_bytes();
-    p.integration = c.integration;
-    p.nout_pols = c.nout_pols();
+    Params p{shape_params(c)};
     p.voltage = c.output == OutputKind::voltage;
     p.sum_pols = c.sum_pols && c.npol == 2;
     p.atomics = !p.voltage && (p.sum_pols || (tuning_.samples_per_thread % c.integration != 0));

@@ -3,7 +3,11 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+
+#include "warpbeam/beamform.hpp"
 
 namespace warpbeam::beamform::detail {
 
@@ -47,6 +51,26 @@ __device__ __forceinline__ float2 decode_word_element(unsigned word, int k, cons
     *reinterpret_cast<unsigned*>(&h) = word;
     return __half22float2(h);
   }
+}
+
+/// The shape of one execute() that every beamformer kernel reads; each kernel's Params adds its
+/// own launch fields to it.
+struct ShapeParams {
+  int nchans, nant, npol, nbeams;
+  std::int64_t nsamples, row_bytes;
+  int integration, nout_pols;
+};
+
+inline ShapeParams shape_params(const BeamformConfig& c) {
+  return {c.nchans,   c.nantennas,   c.npol,        c.nbeams,
+          c.nsamples, c.row_bytes(), c.integration, c.nout_pols()};
+}
+
+/// Blocks of a grid-stride launch of `threads` threads over n elements (at most 65536: the
+/// kernels' loops cover the rest).
+inline unsigned grid_stride_blocks(std::size_t n, int threads) {
+  const std::size_t t = static_cast<std::size_t>(threads);
+  return static_cast<unsigned>(std::min<std::size_t>((n + t - 1) / t, 65536));
 }
 
 }  // namespace warpbeam::beamform::detail

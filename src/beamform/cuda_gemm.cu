@@ -241,8 +241,7 @@ class CudaGemmExecutor final : public Executor {
     cudaStream_t s = WB_STREAM(stream);
     copy_bytes(wstage_.data(), w, wstage_.bytes(), stream);
     const int threads = 256;
-    const auto blocks =
-        static_cast<unsigned>(std::min<std::size_t>((aw_.size() + threads - 1) / threads, 65536));
+    const unsigned blocks = grid_stride_blocks(aw_.size(), threads);
     build_a_interleaved<<<blocks, threads, 0, s>>>(wstage_.data(), aw_.data(),
                                                    static_cast<std::int64_t>(c.nchans) * c.npol,
                                                    c.nbeams, c.nantennas, mpad_, kpad_);

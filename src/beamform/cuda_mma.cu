@@ -41,10 +41,8 @@ static_assert(kBM == 2 * 32 && kBN == 2 * 32, "4 warps of 32 x 32");
 static_assert((kLd * 2) % 16 == 0, "rows must stay 16-byte aligned for cp.async/ldmatrix");
 static_assert(kBN * 2 == kThreads, "X' stage: one thread per (time, half of the antennas)");
 
-struct Params {
-  int nchans, nant, npol, nbeams;
-  std::int64_t nsamples, row_bytes;
-  int integration, nout_pols, npol_inner, kstages;
+struct Params : ShapeParams {
+  int npol_inner, kstages;
   int mpad, kpad;  // A' rows / columns in device memory
   bool vector_loads;
   int nchan_tiles;
@@ -386,8 +384,7 @@ class CudaMmaExecutor final : public Executor {
     cudaStream_t s = WB_STREAM(stream);
     copy_bytes(wstage_.data(), w, wstage_.bytes(), stream);
     const int threads = 256;
-    const auto blocks =
-        static_cast<unsigned>(std::min<std::size_t>((aw_.size() + threads - 1) / threads, 65536));
+    const unsigned blocks = grid_stride_blocks(aw_.size(), threads);
     build_a_prime<<<blocks, threads, 0, s>>>(wstage_.data(), aw_.data(), c.nchans, c.npol, c.nbeams,
                                              c.nantennas, mpad_, kpad_);
     WB_CUDA_CHECK_LAUNCH();
@@ -397,15 +394,7 @@ class CudaMmaExecutor final : public Executor {
   void execute(const PlanData& pd, const std::uint8_t* in, float* out,
                const Stream* stream) override {
     const auto& c = pd.config;
-    Params p{};
-    p.nchans = c.nchans;
-    p.nant = c.nantennas;
-    p.npol = c.npol;
-    p.nbeams = c.nbeams;
-    p.nsamples = c.nsamples;
-    p.row_bytes = c.row_bytes();
-    p.integration = c.integration;
-    p.nout_pols = c.nout_pols();
+    Params p{shape_params(c)};
     p.npol_inner = (c.sum_pols && c.npol == 2) ? 2 : 1;
     p.kstages = kpad_ / kBK;
     p.mpad = mpad_;

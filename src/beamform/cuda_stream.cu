@@ -54,10 +54,8 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kChunkBytes = 32;                   // raw bytes of a row a thread holds per chunk
 constexpr std::size_t kWeightBudget = 64 * 1024;  // shared-memory bytes for the weight window
 
-struct Params {
-  int nchans, nant, npol, nbeams;
-  std::int64_t nsamples, row_bytes;
-  int integration, nout_pols, npol_inner;
+struct Params : ShapeParams {
+  int npol_inner;
   bool voltage;
   int load_mode;  // 2: 16-byte vector loads, 1: 4-byte words, 0: bytes (row alignment)
   int nchan_tiles;
@@ -431,8 +429,7 @@ class CudaStreamExecutor final : public Executor {
     cudaStream_t s = WB_STREAM(stream);
     copy_bytes(wstage_.data(), w, wstage_.bytes(), stream);
     const int threads = 256;
-    const auto blocks =
-        static_cast<unsigned>(std::min<std::size_t>((wdev_.size() + threads - 1) / threads, 65536));
+    const unsigned blocks = grid_stride_blocks(wdev_.size(), threads);
     transpose_weights_stream<<<blocks, threads, 0, s>>>(
         wstage_.data(), wdev_.data(), c.nbeams, c.nantennas,
         static_cast<std::int64_t>(c.nchans) * c.npol);
@@ -443,15 +440,7 @@ class CudaStreamExecutor final : public Executor {
   void execute(const PlanData& pd, const std::uint8_t* in, float* out,
                const Stream* stream) override {
     const auto& c = pd.config;
-    Params p{};
-    p.nchans = c.nchans;
-    p.nant = c.nantennas;
-    p.npol = c.npol;
-    p.nbeams = c.nbeams;
-    p.nsamples = c.nsamples;
-    p.row_bytes = c.row_bytes();
-    p.integration = c.integration;
-    p.nout_pols = c.nout_pols();
+    Params p{shape_params(c)};
     p.npol_inner = npi_;
     p.voltage = voltage_;
     const auto addr = reinterpret_cast<std::uintptr_t>(in);

@@ -3,9 +3,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
+#include <type_traits>
 
 #include "dedisp/cuda_kernels.hpp"
 #include "dedisp/quantise.hpp"
+#include "warpbeam/core.hpp"
 
 namespace warpbeam::dedisp::detail {
 
@@ -36,6 +39,29 @@ __device__ __forceinline__ void load_code_window(const std::uint32_t* __restrict
   const std::uint32_t w1 = wi + 1 < stride_words ? __ldg(row32 + wi + 1) : 0u;
   lo = __funnelshift_r(w0, w1, sh);  // bytes s0..s3
   hi = w1 >> sh;                     // low byte: s4
+}
+
+/// Calls f(std::integral_constant<int, NBITS>{}) for the input's sample width, so that each
+/// launcher instantiates its kernel per nbits in one place; throws invalid_argument otherwise.
+template <class F>
+void dispatch_nbits(int nbits, F&& f) {
+  switch (nbits) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    case 16:
+      return f(std::integral_constant<int, 16>{});
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    default:
+      fail(ErrorCategory::invalid_argument,
+           "nbits = " + std::to_string(nbits) + " is not one of 1, 2, 4, 8, 16, 32");
+  }
 }
 
 }  // namespace warpbeam::dedisp::detail

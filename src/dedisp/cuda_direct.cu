@@ -139,23 +139,7 @@ void launch_direct(const DirectArgs& a, const Stream* stream) {
     fail(ErrorCategory::unsupported,
          "the direct kernel handles at most " + std::to_string(65535 * kBlockDms) + " DM trials");
   cudaStream_t s = WB_STREAM(stream);
-  switch (a.nbits) {
-    case 1:
-      return launch<1>(a, s);
-    case 2:
-      return launch<2>(a, s);
-    case 4:
-      return launch<4>(a, s);
-    case 8:
-      return launch<8>(a, s);
-    case 16:
-      return launch<16>(a, s);
-    case 32:
-      return launch<32>(a, s);
-    default:
-      fail(ErrorCategory::invalid_argument,
-           "nbits = " + std::to_string(a.nbits) + " is not one of 1, 2, 4, 8, 16, 32");
-  }
+  dispatch_nbits(a.nbits, [&](auto nbits) { launch<decltype(nbits)::value>(a, s); });
 }
 
 }  // namespace warpbeam::dedisp::detail

@@ -98,20 +98,9 @@ search::detail::FileSearchLayout plan_for_worker(const DistSearchConfig& cfg,
 // (streaming, gulp by gulp); a slice hands its peaks on for rank 0 to cluster with the others.
 void search_piece(const DistSearchConfig& cfg, const WorkerSetup& setup,
                   const search::detail::FileSearchLayout& L, const SearchTask& t, Piece& p) {
-  search::SearchResult res;
-  res.header = L.header;
-  res.backend = setup.backend == Backend::cuda ? "cuda" : "cpu";
-  res.dms = L.dms;
-  res.max_delay = L.max_delay;
-  res.nsamples_searched = L.nout;
-  res.gulp = L.gulp;
-  res.gulps = L.gulps;
-  res.margin = L.margin;
-  res.dm_chunk = std::min(L.chunk, t.dm_end - t.dm_begin);
-  res.memory_bytes = L.host_bytes;
-  res.device_memory_bytes = L.device_bytes;
-  res.min_channels_kept = L.header.nchans;
-  res.widest_boxcar = search::widest_boxcar(L.search, L.plane_len, 0);
+  search::SearchResult res = search::detail::planned_result(L);
+  res.backend = setup.backend == Backend::cuda ? "cuda" : "cpu";  // this worker's backend
+  res.dm_chunk = std::min(L.chunk, t.dm_end - t.dm_begin);        // the chunk within this slice
 
   search::Clusterer clusterer(cfg.search.cluster);
   std::vector<search::Cluster> clusters;

@@ -324,16 +324,11 @@ nlohmann::json SearchResult::to_json() const {
 // The driver
 // ---------------------------------------------------------------------------------------------
 
-SearchResult search_filterbank(const std::string& path, const FileSearchConfig& cfg,
-                               Backend backend) {
-  cfg.validate();
-  const Backend b = resolve_backend(backend);
-  const io::FilterbankHeader h = io::read_filterbank_header(path);
-  const detail::FileSearchLayout L = detail::plan_file_search(path, h, cfg, b);
-
+namespace detail {
+SearchResult planned_result(const FileSearchLayout& L) {
   SearchResult res;
-  res.header = h;
-  res.backend = b == Backend::cuda ? "cuda" : "cpu";
+  res.header = L.header;
+  res.backend = L.backend == Backend::cuda ? "cuda" : "cpu";
   res.dms = L.dms;
   res.max_delay = L.max_delay;
   res.nsamples_searched = L.nout;
@@ -343,8 +338,20 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
   res.dm_chunk = L.chunk;
   res.memory_bytes = L.host_bytes;
   res.device_memory_bytes = L.device_bytes;
-  res.min_channels_kept = h.nchans;
+  res.min_channels_kept = L.header.nchans;
   res.widest_boxcar = widest_boxcar(L.search, L.plane_len, 0);
+  return res;
+}
+}  // namespace detail
+
+SearchResult search_filterbank(const std::string& path, const FileSearchConfig& cfg,
+                               Backend backend) {
+  cfg.validate();
+  const Backend b = resolve_backend(backend);
+  const io::FilterbankHeader h = io::read_filterbank_header(path);
+  const detail::FileSearchLayout L = detail::plan_file_search(path, h, cfg, b);
+
+  SearchResult res = detail::planned_result(L);
 
   // Clustering across gulps: the peaks of gulp g are complete once the runner hands them over;
   // every later gulp's plane starts at or after own_end - margin, so spans begin no earlier.

@@ -91,6 +91,10 @@ struct StageTimes {
   }
 };
 
+/// The fields of a search's result that follow from its layout (header, backend, DM list, gulps,
+/// memory, widest boxcar), before any gulp is searched.
+SearchResult planned_result(const FileSearchLayout& L);
+
 /// The CPU runner: read, unpack, clean, dedisperse and search each gulp in turn.
 void run_gulps_cpu(const FileSearchLayout& layout, std::int64_t dm_begin, std::int64_t dm_end,
                    const PeakSink& sink, StageTimes& times);
