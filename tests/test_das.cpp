@@ -663,6 +663,14 @@ TEST(Das, CliSimulateBeamformAndBadOptions) {
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
     EXPECT_FALSE(std::filesystem::exists(t.file("bad.png"))) << bad;
   }
+  // A second product in a folder that does not exist: found before beamforming (exit 1), and
+  // the first product is not written either.
+  r = wbtest::run_cli("das '" + t.file("sim.mat") +
+                      "' --grid -3e-3:3e-3:1e-4,7e-3:13e-3:1e-4 --out '" + t.file("bad.png") +
+                      "' --npy '" + t.file("nodir/env.npy") + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("nodir"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("bad.png")));
   if (io::uff_supported()) {  // a matrix probe, diverging waves, IQ in UFF, a volume out
     r = wbtest::run_cli(
         "simulate ultrasound --probe matrix --elements 8 --pitch 0.3e-3 --wave "

@@ -202,6 +202,18 @@ TEST(PipelineCli, BadInputsGiveClearErrorsAndNoOutput) {
   expect_fail(dir.file("nope.raw"), beams + i8, 1, "nope.raw");
   // Beams shorter than the dispersion delay.
   expect_fail(obs.raw, beams + " --integrate 8 --dm-min 50 --dm-max 100", 2, "--dm-max");
+  // --out whose parent does not exist: an io error, and no tree of folders is created.
+  const auto r = wbtest::run_cli("pipeline '" + obs.raw + "' " + beams + i8 + " --out '" +
+                                 dir.file("nodir/out") + "'" + common);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("nodir")));
+  // A product that cannot be written after the run: the --out folder made for it is removed.
+  const auto j =
+      wbtest::run_cli("pipeline '" + obs.raw + "' " + beams + i8 + " --out '" + dir.file("out2") +
+                      "' --json '" + dir.file("nodir2/x.json") + "'" + common);
+  EXPECT_EQ(j.exit_code, 1) << j.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out2"))) << "a failed run left its --out folder";
 }
 
 // A trailing partial block is dropped with a warning and the whole blocks are searched: the same
