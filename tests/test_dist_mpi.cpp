@@ -1,15 +1,18 @@
 // `mpirun -n N warpbeam search ...` against one process (issue 7): the same .cand file, byte for
 // byte, on the real burst and on a simulated multi-beam observation, with 2 and 3 ranks (on the
 // CI's 2 cores: --oversubscribe); a failing rank stops every rank with one error line (from rank
-// 0) and no output file. Skipped with a message when the build has no MPI or no mpirun is found.
-// MpiGpu: the same with --backend cuda, two ranks sharing one GPU (the lead's GPU run; mpirun
-// there comes from scripts/stage-mpi's .mpi/env.sh).
+// 0) and no output file. MpiPipeline: the same for `mpirun -n N warpbeam pipeline ...` (voltages
+// -> beams -> search) with the sub-bands (or the beams) split over the ranks. Skipped with a
+// message when the build has no MPI or no mpirun is found. MpiGpu: the same with --backend cuda,
+// two ranks sharing one GPU (the lead's GPU run; mpirun there comes from scripts/stage-mpi's
+// .mpi/env.sh).
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 
 #include "dist_test_util.hpp"
+#include "pipeline_test_util.hpp"
 #include "test_util.hpp"
 #include "warpbeam/dist/comm.hpp"
 #include "warpbeam/sim/filterbank.hpp"
@@ -88,6 +91,40 @@ std::string simulate_beams(const wbtest::TempDir& dir, int beams) {
     list += " '" + p + "'";
   }
   return list;
+}
+
+// `warpbeam pipeline` of the simulated BEST-2 observation (4 beams, 32 channels) into `out`.
+std::string pipeline_args(const std::string& out, const std::string& options) {
+  const auto& obs = pltest::Observation::get();
+  return "pipeline '" + obs.raw + "' --beams '" + obs.beams + "' " +
+         pltest::Observation::pipeline_args() + " " + options + " --out '" + out + "'";
+}
+
+// The pipeline's candidates.cand of one process and of `ranks` ranks, for each split, must be
+// identical files.
+void expect_same_pipeline_cand(const std::string& options, const std::vector<int>& ranks) {
+  wbtest::TempDir dir;
+  const auto one = wbdist::run("", pipeline_args(dir.file("one"), options));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::string want = wbtest::slurp(dir.file("one") + "/candidates.cand");
+  ASSERT_NE(want.find("\t1\n"), std::string::npos) << "no candidate in the pulsar's beam:\n"
+                                                   << want;
+  for (const char* split : {"channels", "beams"})
+    for (int n : ranks) {
+      SCOPED_TRACE("mpirun -n " + std::to_string(n) + " pipeline --split " + split);
+      const std::string out = dir.file(std::string(split) + std::to_string(n));
+      const auto r = run_mpi(n, "", pipeline_args(out, options + " --split " + split));
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(wbtest::slurp(out + "/candidates.cand"), want) << "another candidates.cand";
+      EXPECT_EQ(count(r.out, "candidate(s) ->"), 1u) << "rank 0 alone reports:\n" << r.out;
+      const std::string workers =
+          std::to_string(n) + " workers (" + std::to_string(n) + " rank(s)), split by " + split;
+      EXPECT_NE(r.out.find(workers), std::string::npos) << r.out;
+      // The channel split exchanges beam rows between the ranks; the beam split nothing.
+      const bool exchanged = r.out.find(" 0 between ranks") == std::string::npos;
+      EXPECT_EQ(exchanged, std::string(split) == "channels") << r.out;
+      EXPECT_EQ(count(r.err, "error"), 0u) << r.err;
+    }
 }
 
 }  // namespace
@@ -177,6 +214,43 @@ TEST(MpiSearch, ARankFailingAloneAfterItsSearchStopsEveryRank) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("out.cand")));
 }
 
+TEST(MpiPipeline, TwoAndThreeRanksWriteOneProcesssCandForEitherSplit) {
+  WB_REQUIRE_MPI();
+  expect_same_pipeline_cand("--backend cpu", {2, 3});
+}
+
+TEST(MpiPipeline, AFailingRankStopsEveryRankWithOneErrorAndNoOutput) {
+  WB_REQUIRE_MPI();
+  wbtest::TempDir dir;
+  const auto& obs = pltest::Observation::get();
+  struct Case {
+    std::string args;
+    int ranks, code;
+    std::string word;
+  };
+  const std::string out = dir.file("out");
+  const std::vector<Case> cases = {
+      // More ranks than beams: a usage error on every rank.
+      {pipeline_args(out, "--backend cpu"), 5, 2, "5 ranks for 4 beams"},
+      // A missing voltage file.
+      {"pipeline '" + dir.file("missing.raw") + "' --beams '" + obs.beams + "' --out '" + out +
+           "' --backend cpu",
+       2, 1, "missing.raw"},
+      // The output folder's parent does not exist: found before the run.
+      {pipeline_args(dir.file("no/out"), "--backend cpu"), 3, 1, "does not exist"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE("mpirun -n " + std::to_string(c.ranks) + " warpbeam " + c.args);
+    const auto r = run_mpi(c.ranks, "", c.args);
+    EXPECT_EQ(r.exit_code, c.code) << r.err;
+    EXPECT_EQ(r.err.rfind("warpbeam: error: ", 0), 0u) << r.err;
+    EXPECT_EQ(count(r.err, "\n"), 1u) << "one line, from rank 0:\n" << r.err;
+    EXPECT_NE(r.err.find(c.word), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << "a partial product";
+    EXPECT_FALSE(std::filesystem::exists(dir.file("no"))) << "a folder made";
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // On the GPU machine (the lead's run): two ranks sharing one GPU give one rank's candidates.
 
@@ -192,4 +266,10 @@ TEST(MpiGpu, TwoRanksSharingTheGpuWriteOneRanksCand) {
                 wbtest::data_file("filterbank/burst_28.fil").c_str());
   wbtest::TempDir sim;
   expect_same_cand(sim, simulate_beams(sim, 3), "--backend cuda --dm-max 400", {2, 3});
+}
+
+TEST(MpiGpu, PipelineRanksSharingTheGpuWriteOneProcesssCand) {
+  WB_REQUIRE_GPU();
+  WB_REQUIRE_MPI();
+  expect_same_pipeline_cand("--backend cuda", {2, 3});
 }

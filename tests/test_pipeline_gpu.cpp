@@ -113,37 +113,61 @@ TEST(PipelineGpu, OneAndTwoSearchStreamsGiveTheSameCandidates) {
   }
 }
 
-// --gpus: the beams split over devices (issue 7) give the same candidates as one device. With one
-// GPU, the device listed twice (two shares, two host threads) exercises the split; with two or
-// more, devices 0 and 1.
-TEST(PipelineGpu, BeamsSplitOverDevicesGiveTheSameCandidates) {
-  WB_REQUIRE_GPU();
+// --gpus: the work split over devices (issue 7) gives the same candidates as one device, for
+// both splits. With one GPU, the device listed twice or three times (two or three workers, host
+// threads, stores) exercises the split and the exchange of beam rows between stores; with two or
+// more, devices 0 and 1 (peer copies).
+static void expect_split_equals_one_device(pipeline::Split how) {
   auto c = pltest::library_config(Observation::get());
   c.search.gulp = 700;
   const auto one = run(c, Backend::cuda);
+  ASSERT_FALSE(one.candidates.empty());
   std::vector<std::vector<int>> splits = {{0}, {0, 0}, {0, 0, 0}};
   if (device_count() >= 2) splits.push_back({0, 1});
+  c.split = how;
   for (const auto& devs : splits) {
     c.devices = devs;
     const auto split = run(c, Backend::cuda);
-    SCOPED_TRACE(std::to_string(devs.size()) + " shares, last device " +
-                 std::to_string(devs.back()));
+    SCOPED_TRACE(std::to_string(devs.size()) + " workers, last device " +
+                 std::to_string(devs.back()) + ", split by " + pipeline::to_string(how));
     EXPECT_EQ(split.devices, devs);
+    EXPECT_EQ(split.workers, static_cast<int>(devs.size()));
     ASSERT_EQ(split.candidates.size(), one.candidates.size());
     for (std::size_t i = 0; i < one.candidates.size(); ++i) {
       EXPECT_EQ(split.candidates[i].beam, one.candidates[i].beam) << i;
       EXPECT_EQ(split.candidates[i].sample, one.candidates[i].sample) << i;
       EXPECT_EQ(split.candidates[i].dm_trial, one.candidates[i].dm_trial) << i;
       EXPECT_EQ(split.candidates[i].filter, one.candidates[i].filter) << i;
-      // Each beam's sum over antennas does not depend on the other beams: the same to rounding.
+      // Each beam's sum over antennas and each channel's do not depend on the other beams or
+      // channels: the same to rounding.
       EXPECT_NEAR(split.candidates[i].snr, one.candidates[i].snr, 1e-4f * one.candidates[i].snr)
           << i;
     }
-    EXPECT_EQ(split.bytes_device_to_device, one.bytes_device_to_device);
-    // Every device receives every voltage block.
-    EXPECT_GT(split.bytes_to_device,
-              static_cast<std::int64_t>(devs.size() - 1) * 10 * 32 * 4096 * 32);
+    // Every beam row reaches its buffer once (on the device, or from a peer).
+    EXPECT_EQ(split.bytes_device_to_device + split.bytes_between_devices,
+              one.bytes_device_to_device);
+    const std::int64_t voltages = std::int64_t{10} * 32 * 4096 * 32;
+    if (how == pipeline::Split::beams) {
+      // Every device receives every voltage block.
+      EXPECT_GE(split.bytes_to_device, static_cast<std::int64_t>(devs.size()) * voltages);
+    } else {
+      // Each device receives its sub-band: the voltages cross the host link once in all.
+      EXPECT_GE(split.bytes_to_device, voltages);
+      EXPECT_LT(split.bytes_to_device, one.bytes_to_device + voltages / 100);
+    }
+    EXPECT_EQ(split.bytes_between_devices > 0,
+              devs.size() > 1 && devs.back() != devs.front() && how == pipeline::Split::channels);
   }
+}
+
+TEST(PipelineGpu, BeamsSplitOverDevicesGiveTheSameCandidates) {
+  WB_REQUIRE_GPU();
+  expect_split_equals_one_device(pipeline::Split::beams);
+}
+
+TEST(PipelineGpu, ChannelsSplitOverDevicesGiveTheSameCandidates) {
+  WB_REQUIRE_GPU();
+  expect_split_equals_one_device(pipeline::Split::channels);
 }
 
 // Pinned input blocks are copied to every device straight from the caller's buffer (no staging):

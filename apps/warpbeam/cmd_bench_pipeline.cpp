@@ -6,6 +6,9 @@
 // bytes copied each way (on cuda, device -> host is statistics and peaks only: the record gives
 // its ratio to the beams' size). The baseline measured in the same run: the same pipeline with one
 // search stream (no overlap of one beam's RFI stage with the previous beam's search).
+// --scaling (issue 7): instead, the same pipeline on the first device of --gpus and on all of
+// them, split by channels and by beams, in one run: speedup and scaling efficiency t(1) / (N
+// t(N)) for N distinct devices; the candidates of every run must be identical.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include <cstring>
 #include <numbers>
 #include <random>
+#include <set>
 #include <span>
 
 #include <nlohmann/json.hpp>
@@ -30,11 +34,12 @@ namespace warpbeam::cli {
 namespace {
 
 struct BenchPipelineOptions {
-  std::string config = "B1", backend = "cuda", json;
+  std::string config = "B1", backend = "cuda", json, split = "auto";
   double seconds = 0, dm_max = 100;
   int integrate = 16, beams = 32;
   std::vector<int> gpus;
   bool pageable = false;  // feed pageable blocks (staged per device) instead of pinned ones
+  bool scaling = false;   // one device against all (both splits) instead of the stream baseline
 };
 
 // One run over `nblocks` blocks of random voltages; the blocks are drawn once and reused.
@@ -52,6 +57,54 @@ pipeline::PipelineResult run_once(const pipeline::PipelineConfig& c,
   auto r = plan.finish();
   r.seconds_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+bool same_candidates(const pipeline::PipelineResult& a, const pipeline::PipelineResult& b) {
+  if (a.candidates.size() != b.candidates.size()) return false;
+  for (std::size_t i = 0; i < a.candidates.size(); ++i) {
+    const auto &x = a.candidates[i], &y = b.candidates[i];
+    if (x.beam != y.beam || x.sample != y.sample || x.dm_trial != y.dm_trial ||
+        x.filter != y.filter || std::abs(x.snr - y.snr) > 1e-4f * std::abs(y.snr))
+      return false;
+  }
+  return true;
+}
+
+// --scaling: `all` (c's devices, c's split) was measured; now the first device alone and all
+// devices with the other split. Records them in rec["scaling"]; returns the summary's part.
+std::string scaling_part(const pipeline::PipelineConfig& c, const io::VoltageStreamInfo& info,
+                         std::int64_t nblocks,
+                         const std::vector<std::span<const std::uint8_t>>& blocks,
+                         const pipeline::PipelineResult& all, nlohmann::json& rec) {
+  auto c1 = c;
+  c1.devices = {all.devices.front()};
+  const auto one = run_once(c1, info, nblocks, blocks, Backend::cuda);
+  auto c2 = c;
+  c2.split = all.split == "beams" ? pipeline::Split::channels : pipeline::Split::beams;
+  const auto other = run_once(c2, info, nblocks, blocks, Backend::cuda);
+  const int n = static_cast<int>(std::set<int>(all.devices.begin(), all.devices.end()).size());
+  nlohmann::json runs = nlohmann::json::object();
+  std::string text = fmt::format("1 GPU {:.3f} s", one.seconds_total);
+  for (const auto* r : {&all, &other}) {
+    const double speedup = one.seconds_total / r->seconds_total;
+    runs[r->split] = {{"seconds", r->seconds_total},
+                      {"speedup", speedup},
+                      {"efficiency", speedup / n},
+                      {"bytes_to_device", r->bytes_to_device},
+                      {"bytes_between_devices", r->bytes_between_devices},
+                      {"identical_candidates", same_candidates(*r, one)}};
+    text += fmt::format("; {} GPUs by {} {:.3f} s (x{:.2f}, efficiency {:.0f} %)", n, r->split,
+                        r->seconds_total, speedup, 100 * speedup / n);
+  }
+  rec["scaling"] = {{"devices", all.devices},
+                    {"distinct_devices", n},
+                    {"one", {{"seconds", one.seconds_total}, {"result", one.to_json()}}},
+                    {"all", runs}};
+  if (!same_candidates(all, one) || !same_candidates(other, one))
+    fail(ErrorCategory::io,
+         "bench pipeline --scaling: one device and all devices found different candidates (a "
+         "bug: they must be identical)");
+  return text;
 }
 
 void run(const BenchPipelineOptions& o) {
@@ -82,6 +135,7 @@ void run(const BenchPipelineOptions& o) {
                            fmt::format("b{}", b)});
   c.integration = o.integrate;
   c.devices = o.gpus;
+  c.split = pipeline::parse_split(o.split);
   c.search.dm_min = 0;
   c.search.dm_max = o.dm_max;
   c.search.baseline_s = 1.0;
@@ -125,6 +179,7 @@ void run(const BenchPipelineOptions& o) {
                         {"integration", o.integrate},
                         {"input_memory", pinned ? "pinned" : "pageable"},
                         {"gpus", o.gpus},
+                        {"split", o.split},
                         {"parameters", c.to_json()}};
   // Warm-up (plans, kernels, allocations) on a short run, then the measured run.
   if (gpu) run_once(c, info, std::min<std::int64_t>(nblocks, 4), blocks, backend);
@@ -136,7 +191,9 @@ void run(const BenchPipelineOptions& o) {
       "(real-time x{:.3f}; beamform {:.2f} s, search {:.2f} s; {} input)",
       o.config, to_string(backend), o.beams, info.nchans, r.dms.size(), o.dm_max, r.seconds_total,
       r.observation_s, rtf, r.seconds_beamform, r.seconds_search, pinned ? "pinned" : "pageable");
-  if (gpu) {
+  if (gpu && o.scaling) {
+    summary += "; " + scaling_part(c, info, nblocks, blocks, r, rec);
+  } else if (gpu) {
     summary += fmt::format(
         "; copied {:.1f} MB to the GPU, {:.3f} MB back ({:.2g} of the beams' {:.1f} MB)",
         r.bytes_to_device / 1e6, r.bytes_from_device / 1e6,
@@ -178,8 +235,13 @@ void add_bench_pipeline_command(CLI::App& app) {
   cmd->add_option("--beams", o->beams, "Beams formed and searched")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd->add_option("--gpus", o->gpus, "CUDA: devices to split the beams over, e.g. 0,1")
-      ->delimiter(',');
+  cmd->add_option("--gpus", o->gpus, "CUDA: devices sharing the work, e.g. 0,1")->delimiter(',');
+  cmd->add_option("--split", o->split, "Several devices: auto, channels or beams")
+      ->check(CLI::IsMember({"auto", "channels", "beams"}))
+      ->capture_default_str();
+  cmd->add_flag("--scaling", o->scaling,
+                "CUDA: also run on the first of --gpus alone and with the other split; report "
+                "speedups and scaling efficiency");
   cmd->add_flag("--pageable", o->pageable,
                 "CUDA: feed pageable voltage blocks (staged per device) instead of pinned ones");
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");

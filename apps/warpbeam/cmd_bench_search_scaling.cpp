@@ -3,8 +3,9 @@
 //   kernel  D1's dedispersion (1122 DM trials of 2^20 8-bit samples x 1024 channels) with the
 //           DM trials split over the devices: the input copied to every device, each device
 //           dedisperses its slice, all at once (one host thread each); wall time of the slowest.
-//   search  a D1-like filterbank (simulated, one burst, --file-samples samples) searched end to
-//           end by warpbeam/dist/search.hpp on the first device and on all of them; the
+//   search  --files D1-like filterbanks (simulated, one burst each, --file-samples samples)
+//           searched end to end by warpbeam/dist/search.hpp on the first device and on all of
+//           them (one file: its DM trials split; several: whole files per worker); the
 //           candidates of both runs must be identical.
 // Scaling efficiency = t(1 GPU) / (N t(N GPUs)) for N distinct devices. With a single device
 // (the one-GPU machine) the run "shared" puts two workers on it instead: it checks the split and
@@ -42,7 +43,7 @@ struct ScalingOptions {
   std::string config = "D1", backend = "cuda", gpus, json;
   std::int64_t file_samples = std::int64_t{1} << 18;
   double dm_max = 1000;
-  int repeats = 3, workers = 2;
+  int repeats = 3, workers = 2, files = 1;
   bool no_kernel = false, no_search = false;
 };
 
@@ -161,25 +162,33 @@ nlohmann::json search_part(const ScalingOptions& o, Backend backend,
   sc.tsamp_s = s.config.tsamp_s;
   sc.nbits = s.config.nbits;
   sc.duration_s = static_cast<double>(o.file_samples) * sc.tsamp_s;
-  sc.seed = 7;
-  sc.bursts = {{std::min(o.dm_max, 1000.0) * 0.6, 25, 2e-3, sc.duration_s * 0.2}};
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string path = (dir / fmt::format("warpbeam-scaling-{}.fil", ::getpid())).string();
+  // --files files (beams): one file's DM trials are split over the workers; as many files as
+  // workers go whole to them.
   struct Remove {
-    std::string p;
+    std::vector<std::string> paths;
     ~Remove() {
       std::error_code ec;
-      std::filesystem::remove(p, ec);
-      std::filesystem::remove(p + ".json", ec);
+      for (const auto& p : paths) {
+        std::filesystem::remove(p, ec);
+        std::filesystem::remove(p + ".json", ec);
+      }
     }
-  } remove{path};
+  } remove;
+  const auto dir = std::filesystem::temp_directory_path();
   const auto ts = std::chrono::steady_clock::now();
-  sim::simulate_filterbank(sc, path);
-  fmt::print(stderr, "bench search-scaling: simulated {} samples in {:.1f} s\n", o.file_samples,
+  for (int k = 0; k < o.files; ++k) {
+    sc.seed = 7 + static_cast<std::uint64_t>(k);
+    sc.bursts = {{std::min(o.dm_max, 1000.0) * 0.6, 25, 2e-3, sc.duration_s * (0.2 + 0.05 * k)}};
+    remove.paths.push_back(
+        (dir / fmt::format("warpbeam-scaling-{}-{}.fil", ::getpid(), k)).string());
+    sim::simulate_filterbank(sc, remove.paths.back());
+  }
+  fmt::print(stderr, "bench search-scaling: simulated {} file(s) of {} samples in {:.1f} s\n",
+             o.files, o.file_samples,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
 
   dist::DistSearchConfig dc;
-  dc.files = {path};
+  dc.files = remove.paths;
   dc.backend = backend;
   dc.search.dm_max = o.dm_max;
   dc.search.progress = false;
@@ -201,10 +210,11 @@ nlohmann::json search_part(const ScalingOptions& o, Backend backend,
       ncands = r.candidates.size();
     }
     identical = identical && text == first_cands;
-    searched_s =
-        static_cast<double>(
-            r.files.front().pieces.front().run.at("nsamples_searched").get<std::int64_t>()) *
-        sc.tsamp_s;
+    searched_s = 0;
+    for (const auto& f : r.files)
+      searched_s +=
+          static_cast<double>(f.pieces.front().run.at("nsamples_searched").get<std::int64_t>()) *
+          sc.tsamp_s;
     runs[l.name] = {{"devices", l.devices},
                     {"seconds", r.seconds},
                     {"real_time_factor", searched_s / r.seconds},
@@ -214,9 +224,10 @@ nlohmann::json search_part(const ScalingOptions& o, Backend backend,
                l.devices.size(), r.seconds);
   }
   nlohmann::json j = {
-      {"what", fmt::format("end to end search of a simulated {}-like file: {} samples of {} "
-                           "channels, 8-bit, DM 0-{}, one burst; one worker vs all",
-                           s.name, o.file_samples, sc.nchans, o.dm_max)},
+      {"what", fmt::format("end to end search of {} simulated {}-like file(s): {} samples of {} "
+                           "channels, 8-bit, DM 0-{}, one burst each; one worker vs all",
+                           o.files, s.name, o.file_samples, sc.nchans, o.dm_max)},
+      {"files", o.files},
       {"data_seconds", searched_s},
       {"runs", runs},
       {"identical_candidates", identical},
@@ -247,6 +258,7 @@ void run_scaling(const ScalingOptions& o) {
   require_range<std::int64_t>("--file-samples", o.file_samples, 1024, std::int64_t{1} << 24);
   require_range("--repeats", o.repeats, 1, 100);
   require_range("--workers", o.workers, 1, 64);
+  require_range("--files", o.files, 1, 64);
   if (!(o.dm_max > 0 && o.dm_max <= 1000))
     fail(ErrorCategory::invalid_argument, "--dm-max = {} must be in (0, 1000] (D1's range)",
          o.dm_max);
@@ -300,6 +312,10 @@ void add_bench_search_scaling_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--file-samples", o->file_samples,
                   "Samples of the simulated file of the search part")
+      ->capture_default_str();
+  cmd->add_option("--files", o->files,
+                  "Simulated files (beams) of the search part: 1 splits its DM trials over the "
+                  "workers, as many as the workers go whole to them")
       ->capture_default_str();
   cmd->add_option("--dm-max", o->dm_max, "Largest DM of the search part (D1: 1000)")
       ->capture_default_str();

@@ -11,6 +11,7 @@
 #include "beamform_cli.hpp"
 #include "commands.hpp"
 #include "search_report.hpp"
+#include "warpbeam/dist/comm.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/candidates.hpp"
 #include "warpbeam/io/guppi.hpp"
@@ -24,7 +25,7 @@ namespace {
 
 struct PipelineOptions {
   std::string in, beams_file, grid, out, json, zap_chans;
-  std::string backend = "auto", algorithm = "auto", array = "best2", site;
+  std::string backend = "auto", algorithm = "auto", array = "best2", site, split = "auto";
   std::vector<int> mask;
   int integrate = 1, top = 10;
   double memory_mib = 2048, gpu_memory_mib = 0;
@@ -32,32 +33,10 @@ struct PipelineOptions {
   pipeline::PipelineConfig config;
 };
 
-void run(PipelineOptions& o) {
-  auto& c = o.config;
-  auto& sc = c.search;
-  sc.zero_dm = !o.no_zero_dm;
-  sc.zap_channels = search::parse_channel_list(o.zap_chans);
-  sc.memory_bytes = static_cast<std::int64_t>(o.memory_mib * 1024 * 1024);
-  sc.device_memory_bytes = static_cast<std::int64_t>(o.gpu_memory_mib * 1024 * 1024);
-  c.integration = o.integrate;
-  c.algorithm = beamform::parse_algorithm(o.algorithm);
-  c.pointings = load_pointings(o.beams_file, o.grid);
-  c.array = load_array(o.array, o.site);
-  if (!o.mask.empty()) {
-    c.array.mask.assign(static_cast<std::size_t>(c.array.nantennas()), 1);
-    for (int a : o.mask) {
-      require_range("--mask antenna", a, 0, c.array.nantennas() - 1);
-      c.array.mask[static_cast<std::size_t>(a)] = 0;
-    }
-  }
-  c.validate();  // usage errors (exit 2) before the file is opened
-  const Backend backend = parse_backend(o.backend);
-
-  io::GuppiReader reader(o.in);  // the pipeline reads GUPPI raw (it needs the block count)
-  pipeline::PipelineResult r = pipeline::run_pipeline(reader, reader.nblocks(), c, backend);
-  const auto& h = r.header;
-
-  // Products: all or none.
+// DIR/candidates.cand, candidates.json, pipeline.json (and --json): all or none, and no folder
+// left behind when they fail.
+void write_products(const PipelineOptions& o, const pipeline::PipelineResult& r) {
+  const auto& c = o.config;
   nlohmann::json params = c.to_json();
   params["run"] = r.to_json();
   nlohmann::json summary = {{"provenance", provenance()},
@@ -70,12 +49,64 @@ void run(PipelineOptions& o) {
     return (std::filesystem::path(o.out) / name).string();
   };
   io::write_cand(staged.temp(path("candidates.cand")), r.candidates, true);
-  io::write_candidates_json(staged.temp(path("candidates.json")), r.candidates, h, o.in, params,
-                            r.dms);
+  io::write_candidates_json(staged.temp(path("candidates.json")), r.candidates, r.header, o.in,
+                            params, r.dms);
   io::write_text_file(staged.temp(path("pipeline.json")), summary.dump(2) + "\n");
   if (!o.json.empty()) io::write_text_file(staged.temp(o.json), summary.dump(2) + "\n");
   staged.commit();
   folder.keep();
+}
+
+void run(PipelineOptions& o, const dist::Comm& comm) {
+  auto& c = o.config;
+  auto& sc = c.search;
+  Backend backend = Backend::automatic;
+  std::unique_ptr<io::GuppiReader> reader;
+  std::exception_ptr error;
+  try {  // usage errors (exit 2) before the file is opened, on every rank alike
+    sc.zero_dm = !o.no_zero_dm;
+    sc.zap_channels = search::parse_channel_list(o.zap_chans);
+    sc.memory_bytes = static_cast<std::int64_t>(o.memory_mib * 1024 * 1024);
+    sc.device_memory_bytes = static_cast<std::int64_t>(o.gpu_memory_mib * 1024 * 1024);
+    sc.progress = sc.progress && comm.is_root();
+    c.integration = o.integrate;
+    c.algorithm = beamform::parse_algorithm(o.algorithm);
+    c.split = pipeline::parse_split(o.split);
+    c.comm = &comm;
+    c.pointings = load_pointings(o.beams_file, o.grid);
+    c.array = load_array(o.array, o.site);
+    if (!o.mask.empty()) {
+      c.array.mask.assign(static_cast<std::size_t>(c.array.nantennas()), 1);
+      for (int a : o.mask) {
+        require_range("--mask antenna", a, 0, c.array.nantennas() - 1);
+        c.array.mask[static_cast<std::size_t>(a)] = 0;
+      }
+    }
+    c.validate();
+    backend = parse_backend(o.backend);
+    // The products' folder: its parent must exist (checked now, not after a long run).
+    const auto parent = std::filesystem::path(o.out).lexically_normal().parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent))
+      fail(ErrorCategory::io, "cannot create '{}': the folder '{}' does not exist", o.out,
+           parent.string());
+    reader = std::make_unique<io::GuppiReader>(o.in);  // GUPPI raw (it needs the block count)
+  } catch (...) {
+    error = std::current_exception();
+  }
+  comm.agree(error);
+  pipeline::PipelineResult r = pipeline::run_pipeline(*reader, reader->nblocks(), c, backend);
+  const auto& h = r.header;
+
+  // Rank 0 writes the products, all or none; every rank learns whether that worked.
+  if (comm.is_root()) {
+    try {
+      write_products(o, r);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  comm.agree(error);
+  if (!comm.is_root()) return;
 
   fmt::print(
       "{}: {} beams of {} channels, {} samples ({:.3f} s) each, tsamp {} us, {} block(s); {} DM "
@@ -91,6 +122,11 @@ void run(PipelineOptions& o) {
   fmt::print(
       "copied {} bytes to the device, {} bytes back (the beams: {} bytes, {} device to device)\n",
       r.bytes_to_device, r.bytes_from_device, r.beam_bytes, r.bytes_device_to_device);
+  if (r.workers > 1)
+    fmt::print(
+        "{} workers ({} rank(s)), split by {}: {} bytes of beam rows between devices, {} "
+        "between ranks\n",
+        r.workers, r.ranks, r.split, r.bytes_between_devices, r.bytes_between_ranks);
   fmt::print("{} candidate(s) -> {}\n", r.candidates.size(), o.out);
   print_candidates(r.candidates, h.tsamp, o.top);
   const std::size_t n = o.top > 0 ? std::min(r.candidates.size(), static_cast<std::size_t>(o.top))
@@ -163,9 +199,15 @@ void add_pipeline_command(CLI::App& app) {
       ->check(CLI::Range(0, 1023))
       ->capture_default_str();
   cmd->add_option("--gpus", o->config.devices,
-                  "CUDA: devices to split the beams over, e.g. 0,1 (each forms and searches its "
-                  "share; default: --device alone)")
+                  "CUDA: devices sharing the work, e.g. 0,1 (default: --device alone; under "
+                  "mpirun each rank takes one, local rank mod the list)")
       ->delimiter(',');
+  cmd->add_option("--split", o->split,
+                  "Several devices or ranks: channels (each ingests a sub-band and sends every "
+                  "beam's rows to the one searching it), beams (each ingests every channel and "
+                  "forms and searches its own beams) or auto (channels)")
+      ->check(CLI::IsMember({"auto", "channels", "beams"}))
+      ->capture_default_str();
   cmd->add_option("--gpu-streams", sc.gpu_streams,
                   "CUDA: search streams (2: one beam's RFI stage overlaps the previous beam's "
                   "search)")
@@ -177,8 +219,13 @@ void add_pipeline_command(CLI::App& app) {
   cmd->footer(
       "Each beam is searched as `warpbeam search` searches a filterbank (same gulps, RFI "
       "cleaning, DM list, boxcars and clustering). --backend cuda keeps the beams on the GPU: "
-      "only the voltages go there and only RFI statistics and peaks come back.");
-  cmd->callback([o] { run(*o); });
+      "only the voltages go there and only RFI statistics and peaks come back. Several GPUs "
+      "(--gpus) or MPI ranks (mpirun -n N warpbeam pipeline ...) share the work (--split); the "
+      "candidates are the same as one worker finds.");
+  cmd->callback([o] {
+    const dist::Comm& comm = dist::Comm::world();
+    dist::run_collective(comm, [&] { run(*o, comm); });
+  });
 }
 
 }  // namespace warpbeam::cli

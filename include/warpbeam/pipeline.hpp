@@ -35,11 +35,29 @@
 
 #include "warpbeam/beamform.hpp"
 #include "warpbeam/core.hpp"
+#include "warpbeam/dist/comm.hpp"
 #include "warpbeam/io/sigproc.hpp"
 #include "warpbeam/io/voltages.hpp"
 #include "warpbeam/search.hpp"
 
 namespace warpbeam::pipeline {
+
+/// How the work is cut over several workers (devices of one process, or MPI ranks).
+enum class Split {
+  automatic,  ///< channels (one worker: nothing to split)
+  /// Each worker ingests a sub-band of the channels (1/N of the voltages), forms every beam
+  /// there, and sends each beam's sub-band rows to the worker that searches that beam (a corner
+  /// turn: peer copies between devices, MPI_Alltoallv between ranks); the beams are searched
+  /// in contiguous shares. Moves the beams' bytes between workers instead of the voltages
+  /// to every worker.
+  channels,
+  /// Each worker ingests every voltage block and forms and searches its own share of the beams
+  /// (the BEST-2 paper's scheme: no exchange; every worker's link carries all the voltages).
+  beams,
+};
+const char* to_string(Split s);
+/// "auto", "channels" or "beams"; throws invalid_argument otherwise.
+Split parse_split(const std::string& s);
 
 struct PipelineConfig {
   beamform::ArrayGeometry array;              ///< must have as many antennas as the voltages
@@ -51,12 +69,20 @@ struct PipelineConfig {
   /// gulp (0: the largest power of 2 whose beam buffer fits the memory budget; see
   /// PipelinePlan), threads, device.
   search::FileSearchConfig search;
-  /// cuda: the devices (issue 7's --gpus). Beams are split into contiguous shares, one per
-  /// device (at most one device per beam): each device receives every voltage block, forms its
-  /// beams in one launch and searches them itself; the peaks are merged on the host in beam
-  /// order, so the candidates do not depend on the devices. Empty: search.device alone. A device
-  /// listed twice gets two shares (two streams of work on one GPU: how one GPU tests the split).
+  /// cuda: the devices (issue 7's --gpus), one worker each (a device listed twice gets two:
+  /// how one GPU tests the split). Empty: search.device alone. Under MPI (comm of several ranks)
+  /// each rank is one worker on devices[local rank mod devices.size()] (empty: local rank mod
+  /// the visible devices).
   std::vector<int> devices;
+  /// How the workers share the work (see Split). The beams' rows and candidates do not depend
+  /// on it or on the number of workers: the candidates are merged in beam order on the host
+  /// (rank 0 under MPI), identical to one worker's.
+  Split split = Split::automatic;
+  /// The processes of the run (dist::Comm::world() under mpirun); null or a world of one: this
+  /// process alone. With several ranks each rank is one worker (a sub-band, or a share of the
+  /// beams); every rank must call the pipeline with the same arguments, and rank 0's finish()
+  /// returns every rank's candidates (the others return none).
+  const dist::Comm* comm = nullptr;
   /// Throws invalid_argument naming the field.
   void validate() const;
   nlohmann::json to_json() const;
@@ -67,7 +93,10 @@ struct PipelineResult {
   io::FilterbankHeader header;  ///< the beams' filterbank header (beam 0's; nsamples = all)
   std::string backend;          ///< "cpu" or "cuda"
   std::string algorithm;        ///< the beamformer's
-  std::vector<int> devices;     ///< cuda: the devices used (beam shares in order)
+  std::vector<int> devices;     ///< cuda: the device of each worker, in worker order
+  std::string split;            ///< "channels" or "beams"
+  int workers = 1;              ///< devices or ranks that shared the work
+  int ranks = 1;                ///< MPI ranks (1: one process)
   int nbeams = 0;
   std::vector<float> dms;
   std::vector<search::Candidate> candidates;  ///< every beam: S/N descending, then beam, sample
@@ -82,6 +111,9 @@ struct PipelineResult {
   /// cuda: bytes copied host -> device (voltages, weights, RFI decisions) and device -> host
   /// (RFI statistics, peak counts and peaks); device -> device (beam rows to the search).
   std::int64_t bytes_to_device = 0, bytes_from_device = 0, bytes_device_to_device = 0;
+  /// Several workers: beam rows copied from one device's formed beams to another device's buffer
+  /// (peer copies), and bytes sent between MPI ranks (the channel split's corner turn).
+  std::int64_t bytes_between_devices = 0, bytes_between_ranks = 0;
   /// Seconds: wall time of the whole run; read = host reads of the voltage file (the driver's);
   /// beamform and search = wall time the host spent issuing and waiting for them (cuda: the
   /// copy of a block overlaps the beamforming of the previous one).
@@ -128,7 +160,9 @@ class PipelinePlan {
 };
 
 /// Runs the pipeline over a whole voltage stream with `nblocks` whole blocks (read with
-/// reader.read_block()). Progress on stderr when it is a terminal (search.progress).
+/// reader.read_block()). Progress on stderr when it is a terminal (search.progress). Under MPI
+/// (config.comm of several ranks) every rank reads the stream; a rank's error in planning or
+/// reading stops every rank with the same AgreedError.
 PipelineResult run_pipeline(io::VoltageReader& reader, std::int64_t nblocks,
                             const PipelineConfig& config, Backend backend);
 

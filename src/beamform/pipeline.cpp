@@ -8,9 +8,12 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <memory>
 #include <thread>
 
 #include "beamform/pipeline_store.hpp"
+#include "dist/pack.hpp"
+#include "warpbeam/dist/work.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/pipeline.hpp"
 #include "warpbeam/progress.hpp"
@@ -26,6 +29,23 @@ double seconds_since(Clock::time_point t) {
 
 }  // namespace
 
+const char* to_string(Split s) {
+  switch (s) {
+    case Split::channels:
+      return "channels";
+    case Split::beams:
+      return "beams";
+    default:
+      return "auto";
+  }
+}
+
+Split parse_split(const std::string& s) {
+  for (Split k : {Split::automatic, Split::channels, Split::beams})
+    if (s == to_string(k)) return k;
+  fail(ErrorCategory::invalid_argument, "--split '{}': use auto, channels or beams", s);
+}
+
 void PipelineConfig::validate() const {
   if (pointings.empty())
     fail(ErrorCategory::invalid_argument, "the pipeline needs at least 1 beam");
@@ -40,11 +60,9 @@ nlohmann::json PipelineConfig::to_json() const {
   for (const auto& p : pointings)
     beams.push_back(
         {{"name", p.name}, {"frame", beamform::to_string(p.frame)}, {"a", p.a}, {"b", p.b}});
-  return {{"integration", integration},
-          {"algorithm", beamform::to_string(algorithm)},
-          {"nantennas", array.nantennas()},
-          {"devices", devices},
-          {"beams", beams},
+  return {{"integration", integration},     {"algorithm", beamform::to_string(algorithm)},
+          {"nantennas", array.nantennas()}, {"devices", devices},
+          {"split", to_string(split)},      {"beams", beams},
           {"search", search.to_json()}};
 }
 
@@ -52,6 +70,9 @@ nlohmann::json PipelineResult::to_json() const {
   return {{"backend", backend},
           {"beamform_algorithm", algorithm},
           {"devices", devices},
+          {"split", split},
+          {"workers", workers},
+          {"ranks", ranks},
           {"nbeams", nbeams},
           {"nchans", header.nchans},
           {"tsamp_s", header.tsamp},
@@ -72,6 +93,8 @@ nlohmann::json PipelineResult::to_json() const {
           {"bytes_to_device", bytes_to_device},
           {"bytes_from_device", bytes_from_device},
           {"bytes_device_to_device", bytes_device_to_device},
+          {"bytes_between_devices", bytes_between_devices},
+          {"bytes_between_ranks", bytes_between_ranks},
           {"observation_s", observation_s},
           {"real_time_factor", seconds_total > 0 ? observation_s / seconds_total : 0.0},
           {"seconds",
@@ -83,11 +106,37 @@ nlohmann::json PipelineResult::to_json() const {
 
 namespace detail {
 
+namespace {
+
+// One worker's share: it ingests channels [c0, c1), forms beams [f0, f1) there and keeps and
+// searches beams [s0, s1) over every channel.
+struct Part {
+  int c0 = 0, c1 = 0, f0 = 0, f1 = 0, s0 = 0, s1 = 0;
+  int device = -1;
+  int nsub() const { return c1 - c0; }
+};
+
+// [begin, end) of the beams that worker p forms and worker q stores (empty: begin >= end).
+std::pair<int, int> sent_beams(const Part& p, const Part& q) {
+  return {std::max(p.f0, q.s0), std::min(p.f1, q.s1)};
+}
+
+}  // namespace
+
+const dist::Comm& world_of_one() {
+  static const dist::Comm one;
+  return one;
+}
+
 class PipelineExecutor {
  public:
   PipelineExecutor(PipelineConfig config, const io::VoltageStreamInfo& info, std::int64_t nblocks,
                    Backend backend)
-      : cfg_(std::move(config)), info_(info), nblocks_(nblocks), start_(Clock::now()) {
+      : cfg_(std::move(config)),
+        comm_(cfg_.comm ? *cfg_.comm : world_of_one()),
+        info_(info),
+        nblocks_(nblocks),
+        start_(Clock::now()) {
     cfg_.validate();
     backend_ = resolve_backend(backend);
     if (backend_ != Backend::cuda && !cfg_.devices.empty())
@@ -95,16 +144,17 @@ class PipelineExecutor {
     const std::string where = info.source_name.empty() ? info.format : info.source_name;
     if (cfg_.array.nantennas() != info.nantennas)
       fail(ErrorCategory::invalid_argument,
-           "the voltages have {} antennas but the array has {}: give the matching --array",
-           info.nantennas, cfg_.array.nantennas());
+           "{}: the voltages have {} antennas but the array has {}: give the matching --array",
+           where, info.nantennas, cfg_.array.nantennas());
     if (nblocks < 1)
-      fail(ErrorCategory::format, "the voltages hold no whole block: nothing to search");
+      fail(ErrorCategory::format, "{}: the voltages hold no whole block: nothing to search", where);
     if (info.block_samples % cfg_.integration != 0)
       fail(ErrorCategory::invalid_argument, "--integrate {} must divide the {} samples of a block",
            cfg_.integration, info.block_samples);
     nb_ = info.block_samples / cfg_.integration;
 
-    // The beamformer: power summed over the pols.
+    // The beamformer of the whole band and every beam: power summed over the pols. Each worker
+    // forms its part of it (make_stores).
     auto& c = bf_;
     c.nchans = info.nchans;
     c.nantennas = info.nantennas;
@@ -138,17 +188,14 @@ class PipelineExecutor {
     h.nbeams = c.nbeams;
     h.nsamples = nblocks * nb_;
 
+    // Every worker plans the same layout (the whole run's beams and channels), so the gulps and
+    // hence the candidates do not depend on the split.
     plan_layout(where);
-    StoreSetup s;
-    s.beamform = bf_;
-    s.layout = &layout_;
-    s.capacity_rows = capacity_rows();
-    s.device = cfg_.search.device;
-    s.streams = cfg_.search.gpu_streams;
-    make_stores(s, weights);
+    plan_parts();
+    make_stores(weights);
     clusterers_.assign(static_cast<std::size_t>(c.nbeams), search::Clusterer(cfg_.search.cluster));
     progress_ = std::make_unique<Progress>("pipeline", layout_.nout);
-    if (!cfg_.search.progress) progress_->set_enabled(false);
+    if (!cfg_.search.progress || !comm_.is_root()) progress_->set_enabled(false);
   }
 
   Backend backend() const { return backend_; }
@@ -162,11 +209,17 @@ class PipelineExecutor {
     auto t = Clock::now();
     std::vector<std::complex<float>> w;
     if (tracking_ && blocks_ > 0) w = weights_at(mjd);
+    // The block is [chan][time][antenna][pol]: a sub-band is one contiguous range of it.
+    const std::size_t chan_bytes = bytes / static_cast<std::size_t>(bf_.nchans);
     for (std::size_t k = 0; k < stores_.size(); ++k) {
+      const Part& p = parts_[static_cast<std::size_t>(local_[k])];
       std::vector<std::complex<float>> wk;
-      if (!w.empty()) wk = beam_subset(w, k);
-      stores_[k]->append_block(block, bytes, w.empty() ? nullptr : &wk, len_);
+      if (!w.empty()) wk = weights_of(w, p);
+      stores_[k]->form_block(block + static_cast<std::size_t>(p.c0) * chan_bytes,
+                             static_cast<std::size_t>(p.nsub()) * chan_bytes,
+                             w.empty() ? nullptr : &wk);
     }
+    exchange(len_);
     for (auto& s : stores_)
       s->wait_input();  // the caller may reuse `block` when execute() returns
     len_ += nb_;
@@ -186,7 +239,9 @@ class PipelineExecutor {
     r.header = header_;
     r.backend = backend_ == Backend::cuda ? "cuda" : "cpu";
     r.algorithm = std::string(beamform::to_string(stores_[0]->algorithm()));
-    r.devices = devices_;
+    r.split = to_string(split_);
+    r.workers = static_cast<int>(parts_.size());
+    r.ranks = comm_.size();
     r.nbeams = bf_.nbeams;
     r.dms = layout_.dms;
     r.blocks = blocks_;
@@ -203,19 +258,26 @@ class PipelineExecutor {
       r.bytes_to_device += k.to_device;
       r.bytes_from_device += k.from_device;
       r.bytes_device_to_device += k.device_to_device;
+      r.bytes_between_devices += k.between_devices;
     }
+    r.bytes_between_ranks = bytes_between_ranks_;
+    for (const int k : local_)
+      if (backend_ == Backend::cuda)
+        r.devices.push_back(parts_[static_cast<std::size_t>(k)].device);
     r.seconds_beamform = seconds_beamform_;
     r.seconds_search = seconds_search_;
-    r.seconds_total = seconds_since(start_);
     r.observation_s = static_cast<double>(nblocks_ * info_.block_samples) * info_.tsamp_s;
     for (auto& cl : clusters_)
       r.candidates.push_back(search::to_candidate(cl.second, layout_.dms, header_.tsamp, cl.first));
-    std::sort(r.candidates.begin(), r.candidates.end(),
-              [](const search::Candidate& a, const search::Candidate& b) {
-                if (a.snr != b.snr) return a.snr > b.snr;
-                if (a.beam != b.beam) return a.beam < b.beam;
-                return a.sample < b.sample;
-              });
+    if (comm_.size() > 1) gather_ranks(r);
+    // Stable: equal keys keep the beam's gulp order, so one worker and several agree exactly.
+    std::stable_sort(r.candidates.begin(), r.candidates.end(),
+                     [](const search::Candidate& a, const search::Candidate& b) {
+                       if (a.snr != b.snr) return a.snr > b.snr;
+                       if (a.beam != b.beam) return a.beam < b.beam;
+                       return a.sample < b.sample;
+                     });
+    r.seconds_total = seconds_since(start_);
     return r;
   }
 
@@ -230,7 +292,8 @@ class PipelineExecutor {
   }
 
   // The file search's layout for the beams; with gulp 0, the gulp is halved until the beam
-  // buffer fits too (what remains of the host budget, or half the device budget).
+  // buffer fits too (what remains of the host budget, or half the device budget). Sized for
+  // one worker holding every beam, so that every split plans the same gulps.
   void plan_layout(const std::string& where) {
     search::FileSearchConfig sc = cfg_.search;
     layout_ = search::detail::plan_file_search(where, header_, sc, backend_);
@@ -254,49 +317,170 @@ class PipelineExecutor {
            backend_ == Backend::cuda ? "--gpu-memory" : "--memory");
   }
 
-  // The stores: on cuda one per device, each with a contiguous share of the beams (formed by one
-  // launch there and searched there); on the CPU one with every beam.
-  void make_stores(StoreSetup s, const std::vector<std::complex<float>>& weights) {
-    if (backend_ != Backend::cuda) {
-      first_beam_ = {0, bf_.nbeams};
-      stores_.push_back(make_cpu_store(s, weights));
-      return;
+  // The workers and their shares. One process: one worker per entry of --gpus (cuda; at most
+  // one per beam, and with the channel split one per channel) or one (cpu). Under MPI: one per
+  // rank, this process being worker `rank`.
+  void plan_parts() {
+    const int nbeams = bf_.nbeams, nchans = bf_.nchans;
+    split_ = cfg_.split == Split::beams ? Split::beams : Split::channels;
+    std::vector<int> devices;  // of this process's workers
+    int n = 1;
+    if (comm_.size() > 1) {
+      n = comm_.size();
+      const int most = split_ == Split::beams ? nbeams : std::min(nbeams, nchans);
+      if (n > most)
+        fail(ErrorCategory::invalid_argument,
+             "{} ranks for {} beams and {} channels: the {} split needs at most {} ranks", n,
+             nbeams, nchans, to_string(split_), most);
+      devices = backend_ == Backend::cuda ? dist::local_devices(Backend::cuda, cfg_.devices, comm_)
+                                          : std::vector<int>{-1};
+      local_ = {comm_.rank()};
+    } else {
+      if (backend_ == Backend::cuda)
+        devices = cfg_.devices.empty() ? std::vector<int>{cfg_.search.device} : cfg_.devices;
+      else
+        devices = {-1};
+      const int most = split_ == Split::beams ? nbeams : std::min(nbeams, nchans);
+      n = std::min<int>(static_cast<int>(devices.size()), most);
+      devices.resize(static_cast<std::size_t>(n));
+      for (int k = 0; k < n; ++k)
+        local_.push_back(k);
     }
-    std::vector<int> devs = cfg_.devices;
-    if (devs.empty()) devs.push_back(cfg_.search.device);
-    const int n = std::min<int>(static_cast<int>(devs.size()), bf_.nbeams);
-    devices_.assign(devs.begin(), devs.begin() + n);
-    for (int k = 0; k <= n; ++k)
-      first_beam_.push_back(static_cast<int>(std::int64_t{bf_.nbeams} * k / n));
     for (int k = 0; k < n; ++k) {
-      StoreSetup sk = s;
-      sk.beamform.nbeams = first_beam_[k + 1] - first_beam_[k];
-      sk.device = devices_[static_cast<std::size_t>(k)];
-      stores_.push_back(make_cuda_store(sk, beam_subset(weights, static_cast<std::size_t>(k))));
+      Part p;
+      const auto [b0, b1] = dist::split_range(nbeams, n, k);
+      p.s0 = static_cast<int>(b0);
+      p.s1 = static_cast<int>(b1);
+      if (split_ == Split::beams) {
+        p.c0 = 0, p.c1 = nchans, p.f0 = p.s0, p.f1 = p.s1;
+      } else {
+        const auto [c0, c1] = dist::split_range(nchans, n, k);
+        p.c0 = static_cast<int>(c0), p.c1 = static_cast<int>(c1), p.f0 = 0, p.f1 = nbeams;
+      }
+      parts_.push_back(p);
+    }
+    for (std::size_t i = 0; i < local_.size(); ++i)
+      parts_[static_cast<std::size_t>(local_[i])].device = devices[i];
+  }
+
+  // One store per worker of this process.
+  void make_stores(const std::vector<std::complex<float>>& weights) {
+    for (const int k : local_) {
+      const Part& p = parts_[static_cast<std::size_t>(k)];
+      StoreSetup s;
+      s.beamform = bf_;
+      s.beamform.nchans = p.nsub();
+      s.beamform.nbeams = p.f1 - p.f0;
+      s.layout = &layout_;
+      s.stored_beams = p.s1 - p.s0;
+      s.capacity_rows = capacity_rows();
+      s.device = p.device;
+      s.streams = cfg_.search.gpu_streams;
+      const auto w = weights_of(weights, p);
+      stores_.push_back(backend_ == Backend::cuda ? make_cuda_store(s, w) : make_cpu_store(s, w));
     }
   }
 
-  // The weights [nchans][npol][beam][antenna] of store k's beams.
-  std::vector<std::complex<float>> beam_subset(const std::vector<std::complex<float>>& w,
-                                               std::size_t k) const {
-    if (stores_.size() <= 1 && first_beam_.size() == 2) return w;
-    const std::size_t b0 = static_cast<std::size_t>(first_beam_[k]),
-                      b1 = static_cast<std::size_t>(first_beam_[k + 1]);
+  // The weights [nchans][npol][nbeams][nantennas] of part p's channels and formed beams.
+  std::vector<std::complex<float>> weights_of(const std::vector<std::complex<float>>& w,
+                                              const Part& p) const {
+    if (p.nsub() == bf_.nchans && p.f1 - p.f0 == bf_.nbeams) return w;
     const auto na = static_cast<std::size_t>(bf_.nantennas),
-               nbm = static_cast<std::size_t>(bf_.nbeams);
+               nbm = static_cast<std::size_t>(bf_.nbeams),
+               npol = static_cast<std::size_t>(bf_.npol);
+    const auto f0 = static_cast<std::size_t>(p.f0), f1 = static_cast<std::size_t>(p.f1);
     std::vector<std::complex<float>> out;
-    out.reserve(static_cast<std::size_t>(bf_.nchans * bf_.npol) * (b1 - b0) * na);
-    for (std::size_t cp = 0; cp < static_cast<std::size_t>(bf_.nchans * bf_.npol); ++cp)
-      out.insert(out.end(), w.begin() + static_cast<std::ptrdiff_t>((cp * nbm + b0) * na),
-                 w.begin() + static_cast<std::ptrdiff_t>((cp * nbm + b1) * na));
+    out.reserve(static_cast<std::size_t>(p.nsub()) * npol * (f1 - f0) * na);
+    for (std::size_t cp = static_cast<std::size_t>(p.c0) * npol;
+         cp < static_cast<std::size_t>(p.c1) * npol; ++cp)
+      out.insert(out.end(), w.begin() + static_cast<std::ptrdiff_t>((cp * nbm + f0) * na),
+                 w.begin() + static_cast<std::ptrdiff_t>((cp * nbm + f1) * na));
     return out;
   }
 
-  // Searches gulp g on every store: one host thread per device when there are several (each
+  // The block's beam rows to the workers that search them, at buffer row `at`: between the
+  // stores of this process directly (device or peer copies), between ranks through host memory
+  // and one MPI_Alltoallv (only the channel split exchanges anything).
+  void exchange(std::int64_t at) {
+    if (comm_.size() == 1) {
+      for (std::size_t i = 0; i < stores_.size(); ++i)
+        for (std::size_t j = 0; j < stores_.size(); ++j)
+          send(i, *stores_[j], parts_[static_cast<std::size_t>(local_[j])], at);
+      return;
+    }
+    const auto me = static_cast<std::size_t>(comm_.rank());
+    const Part& mine = parts_[me];
+    send(0, *stores_[0], mine, at);
+    if (split_ == Split::beams) return;  // every rank formed exactly its own beams
+    std::vector<std::string> out(parts_.size());
+    for (std::size_t q = 0; q < parts_.size(); ++q) {
+      const auto [b0, b1] = sent_beams(mine, parts_[q]);
+      if (q == me || b1 <= b0) continue;
+      out[q].resize(static_cast<std::size_t>(std::int64_t{b1 - b0} * nb_ * mine.nsub()) * 4);
+      stores_[0]->export_rows(b0 - mine.f0, b1 - mine.f0, reinterpret_cast<float*>(out[q].data()));
+      bytes_between_ranks_ += static_cast<std::int64_t>(out[q].size());
+    }
+    const std::vector<std::string> in = comm_.alltoall(out);
+    for (std::size_t q = 0; q < parts_.size(); ++q) {
+      const Part& from = parts_[q];
+      const auto [b0, b1] = sent_beams(from, mine);
+      if (q == me || b1 <= b0) continue;
+      if (in[q].size() != static_cast<std::size_t>(std::int64_t{b1 - b0} * nb_ * from.nsub()) * 4)
+        fail(ErrorCategory::io, "rank {} sent {} bytes of beam rows (ranks of different builds?)",
+             q, in[q].size());
+      stores_[0]->import_rows(reinterpret_cast<const float*>(in[q].data()), b0 - mine.s0,
+                              b1 - mine.s0, from.c0, from.nsub(), at);
+    }
+  }
+
+  // Local store i's formed rows of the beams `to` stores -> `dest`.
+  void send(std::size_t i, BeamStore& dest, const Part& to, std::int64_t at) {
+    const Part& from = parts_[static_cast<std::size_t>(local_[i])];
+    const auto [b0, b1] = sent_beams(from, to);
+    if (b1 > b0) stores_[i]->send_rows(dest, b0 - from.f0, b1 - from.f0, b0 - to.s0, from.c0, at);
+  }
+
+  // Rank 0 gets every rank's candidates, devices and byte counts (in rank order).
+  void gather_ranks(PipelineResult& r) const {
+    dist::detail::Packer pk;
+    pk.put_vector(r.candidates);
+    pk.put_vector(r.devices);
+    for (const std::int64_t v :
+         {r.beam_buffer_bytes, r.bytes_to_device, r.bytes_from_device, r.bytes_device_to_device,
+          r.bytes_between_devices, r.bytes_between_ranks})
+      pk.put(v);
+    const auto all = comm_.gather(pk.bytes());
+    if (!comm_.is_root()) {
+      r.candidates.clear();
+      return;
+    }
+    r.candidates.clear();
+    r.devices.clear();
+    r.beam_buffer_bytes = r.bytes_to_device = r.bytes_from_device = r.bytes_device_to_device =
+        r.bytes_between_devices = r.bytes_between_ranks = 0;
+    for (const auto& bytes : all) {
+      dist::detail::Unpacker u(bytes);
+      const auto c = u.get_vector<search::Candidate>();
+      r.candidates.insert(r.candidates.end(), c.begin(), c.end());
+      const auto d = u.get_vector<int>();
+      r.devices.insert(r.devices.end(), d.begin(), d.end());
+      for (std::int64_t* v :
+           {&r.beam_buffer_bytes, &r.bytes_to_device, &r.bytes_from_device,
+            &r.bytes_device_to_device, &r.bytes_between_devices, &r.bytes_between_ranks})
+        *v += u.get<std::int64_t>();
+    }
+  }
+
+  // Searches gulp g on every store: one host thread per store when there are several (each
   // store's peaks are kept and handed to the sink in beam order afterwards: deterministic).
   void search_all(std::int64_t g, std::int64_t rows, const BeamPeakSink& sink) {
+    const auto first = [&](std::size_t k) {
+      return parts_[static_cast<std::size_t>(local_[k])].s0;
+    };
     if (stores_.size() == 1) {
-      stores_[0]->search_gulp(g, rows, sink);
+      stores_[0]->search_gulp(g, rows, [&](int beam, search::detail::GulpPeaks&& gp) {
+        sink(first(0) + beam, std::move(gp));
+      });
       return;
     }
     std::vector<std::vector<std::pair<int, search::detail::GulpPeaks>>> found(stores_.size());
@@ -318,7 +502,7 @@ class PipelineExecutor {
       if (e) std::rethrow_exception(e);
     for (std::size_t k = 0; k < stores_.size(); ++k)
       for (auto& [beam, gp] : found[k])
-        sink(first_beam_[k] + beam, std::move(gp));
+        sink(first(k) + beam, std::move(gp));
   }
 
   // Searches every gulp whose rows are all in the buffer; keeps the rows the next one needs.
@@ -351,6 +535,7 @@ class PipelineExecutor {
   }
 
   PipelineConfig cfg_;
+  const dist::Comm& comm_;
   io::VoltageStreamInfo info_;
   std::int64_t nblocks_;
   Backend backend_ = Backend::cpu;
@@ -360,9 +545,10 @@ class PipelineExecutor {
   io::FilterbankHeader header_;
   std::int64_t nb_ = 0;  // beam samples per block
   search::detail::FileSearchLayout layout_;
-  std::vector<std::unique_ptr<BeamStore>> stores_;  // one per device (cpu: one)
-  std::vector<int> first_beam_;                     // [store]: its first beam; then nbeams
-  std::vector<int> devices_;                        // cuda: the device of each store
+  Split split_ = Split::channels;
+  std::vector<Part> parts_;                         // every worker of the run
+  std::vector<int> local_;                          // [store]: its worker (index into parts_)
+  std::vector<std::unique_ptr<BeamStore>> stores_;  // this process's workers
   std::vector<search::Clusterer> clusterers_;
   std::vector<std::pair<int, search::Cluster>> clusters_;
   std::unique_ptr<Progress> progress_;
@@ -370,6 +556,7 @@ class PipelineExecutor {
   std::int64_t first_ = 0, len_ = 0;  // beam sample of buffer row 0; rows held
   Clock::time_point start_;
   double seconds_beamform_ = 0, seconds_search_ = 0;
+  std::int64_t bytes_between_ranks_ = 0;
 };
 
 }  // namespace detail
@@ -394,17 +581,33 @@ PipelineResult PipelinePlan::finish() {
 PipelineResult run_pipeline(io::VoltageReader& reader, std::int64_t nblocks,
                             const PipelineConfig& config, Backend backend) {
   const auto t0 = Clock::now();
-  PipelinePlan plan(config, reader.info(), nblocks, backend);
+  const dist::Comm& comm = config.comm ? *config.comm : detail::world_of_one();
+  // Under MPI a rank's error is every rank's (Comm::agree), so that none waits in a collective
+  // for a rank that stopped; in one process errors pass through unchanged.
+  const auto agreed = [&](auto&& step) {
+    std::exception_ptr error;
+    try {
+      step();
+    } catch (...) {
+      if (comm.size() == 1) throw;
+      error = std::current_exception();
+    }
+    comm.agree(error);
+  };
+  std::unique_ptr<PipelinePlan> plan;
+  agreed([&] { plan = std::make_unique<PipelinePlan>(config, reader.info(), nblocks, backend); });
   std::vector<std::uint8_t> block;
   double mjd = reader.info().mjd_start, read_s = 0;
   for (;;) {
     const auto t = Clock::now();
-    const bool more = reader.read_block(block, &mjd);
+    bool more = false;
+    agreed([&] { more = reader.read_block(block, &mjd); });
     read_s += seconds_since(t);
     if (!more) break;
-    plan.execute(block.data(), block.size(), mjd);
+    plan->execute(block.data(), block.size(), mjd);
   }
-  PipelineResult r = plan.finish();
+  PipelineResult r;
+  agreed([&] { r = plan->finish(); });
   r.seconds_read = read_s;
   r.seconds_total = seconds_since(t0);
   return r;

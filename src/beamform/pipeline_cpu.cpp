@@ -18,32 +18,50 @@ class CpuStore final : public BeamStore {
   CpuStore(const StoreSetup& s, const std::vector<std::complex<float>>& weights)
       : L_(*s.layout),
         plan_(s.beamform, Backend::cpu),
-        nchans_(s.beamform.nchans),
-        nbeams_(s.beamform.nbeams),
+        nchans_(L_.header.nchans),
+        nsub_(s.beamform.nchans),
+        nbeams_(s.stored_beams),
         cap_(s.capacity_rows),
         nb_(s.beamform.nsamples_out()) {
     set_weights(weights);
-    out_.resize(static_cast<std::size_t>(nbeams_ * nb_ * nchans_));
+    out_.resize(static_cast<std::size_t>(std::int64_t{s.beamform.nbeams} * nb_ * nsub_));
     buffer_.resize(static_cast<std::size_t>(nbeams_ * cap_ * nchans_));
     gulp_.reserve(static_cast<std::size_t>((L_.plane_len + L_.max_delay) * nchans_));
     plane_.reserve(static_cast<std::size_t>(L_.chunk * L_.plane_len));
   }
 
   beamform::Algorithm algorithm() const override { return plan_.algorithm(); }
+  std::int64_t formed_rows() const override { return nb_; }
+  int subband_channels() const override { return nsub_; }
 
-  void append_block(const std::uint8_t* block, std::size_t bytes,
-                    const std::vector<std::complex<float>>* weights, std::int64_t at) override {
+  void form_block(const std::uint8_t* block, std::size_t bytes,
+                  const std::vector<std::complex<float>>* weights) override {
     if (weights) set_weights(*weights);
     const auto& c = plan_.config();
-    if (at + nb_ > cap_)
-      fail(ErrorCategory::invalid_argument, "beam buffer overflow: rows {} + {} > {}", at, nb_,
-           cap_);
     (void)bytes;
     plan_.execute(View<const std::uint8_t, 3>(block, c.input_shape()),
                   View<float, 4>(out_.data(), c.output_shape()));
-    const std::size_t n = static_cast<std::size_t>(nb_ * nchans_);
-    for (std::int64_t b = 0; b < nbeams_; ++b)
-      std::memcpy(row(b, at), out_.data() + static_cast<std::size_t>(b) * n, n * sizeof(float));
+  }
+
+  // Another CPU store (an MPI rank's own, or the one store of a run) reads the rows in place.
+  void send_rows(BeamStore& dest, int f0, int f1, int s0, int c0, std::int64_t at) override {
+    dest.import_rows(out_.data() + static_cast<std::size_t>(f0) * nb_ * nsub_, s0, s0 + f1 - f0, c0,
+                     nsub_, at);
+  }
+
+  void export_rows(int f0, int f1, float* out) override {
+    const std::size_t n = static_cast<std::size_t>(nb_ * nsub_);
+    std::memcpy(out, out_.data() + static_cast<std::size_t>(f0) * n,
+                static_cast<std::size_t>(f1 - f0) * n * sizeof(float));
+  }
+
+  void import_rows(const float* in, int s0, int s1, int c0, int nch, std::int64_t at) override {
+    if (at + nb_ > cap_)
+      fail(ErrorCategory::invalid_argument, "beam buffer overflow: rows {} + {} > {}", at, nb_,
+           cap_);
+    for (int b = s0; b < s1; ++b)
+      for (std::int64_t t = 0; t < nb_; ++t, in += nch)
+        std::memcpy(row(b, at + t) + c0, in, static_cast<std::size_t>(nch) * sizeof(float));
   }
 
   void search_gulp(std::int64_t g, std::int64_t rows, const BeamPeakSink& sink) override {
@@ -115,7 +133,7 @@ class CpuStore final : public BeamStore {
 
   const search::detail::FileSearchLayout& L_;
   beamform::BeamformPlan plan_;
-  int nchans_, nbeams_;
+  int nchans_, nsub_, nbeams_;  // every channel, this store's sub-band, stored beams
   std::int64_t cap_, nb_;
   std::vector<float> out_, buffer_, gulp_, plane_;
   std::map<std::pair<std::int64_t, std::int64_t>, dedisp::DedispersionPlan> dedisp_;
@@ -123,6 +141,13 @@ class CpuStore final : public BeamStore {
 };
 
 }  // namespace
+
+void BeamStore::send_rows(BeamStore& dest, int f0, int f1, int s0, int c0, std::int64_t at) {
+  std::vector<float> rows(
+      static_cast<std::size_t>(std::int64_t{f1 - f0} * formed_rows() * subband_channels()));
+  export_rows(f0, f1, rows.data());
+  dest.import_rows(rows.data(), s0, s0 + f1 - f0, c0, subband_channels(), at);
+}
 
 std::unique_ptr<BeamStore> make_cpu_store(const StoreSetup& setup,
                                           const std::vector<std::complex<float>>& weights) {

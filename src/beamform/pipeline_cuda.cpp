@@ -3,9 +3,11 @@
 // Streams:
 //   copy      voltage block i: pinned host slot i % 2 -> device slot i % 2 (waits until the
 //             beamformer has consumed what the slot held, block i - 2);
-//   beamform  waits for the copy, beamforms into a block of beams [beam][nb][chan], appends it to
-//             the buffer of beam rows [beam][capacity][chan] (one strided device copy), shifts
-//             the buffer after a gulp;
+//   beamform  waits for the copy, beamforms the sub-band into `formed` [beam][nb][sub-band chan];
+//             the rows of every beam are then sent to the buffer [beam][capacity][chan] of the
+//             store that searches it (one strided 3-D copy per destination: its own buffer, or a
+//             peer copy to another device's, ordered with events on both beamform streams);
+//             shifts the buffer after a gulp;
 //   search 0/1  per beam of a complete gulp, alternately: device copy of the beam's rows into the
 //             file search's CudaGulpCleaner (its packed input, float32 rows as nbits 32), RFI
 //             statistics (back to the host: 12 bytes per channel), cleaning, dedispersion of each
@@ -15,11 +17,14 @@
 // So block i + 1's copy overlaps block i's beamforming, and the host reads the next block from
 // disk while both run. search_gulp() returns when every beam of the gulp is searched (its peaks
 // are on the host); the buffer shift that follows is ordered after it.
+#include <cuda_runtime.h>  // make_cudaPitchedPtr, make_cudaPos, make_cudaExtent
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <set>
 
 #include "beamform/pipeline_store.hpp"
 #include "core/cuda_check.hpp"
@@ -46,6 +51,24 @@ void copy_2d(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
              std::size_t height, const Stream& s) {
   WB_CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
                                   static_cast<cudaStream_t>(s.handle())));
+}
+
+// Lets `from` read and write `to`'s memory directly (NVLink or PCIe peer to peer) when the
+// devices allow it, once per pair; otherwise peer copies are staged by the driver.
+void enable_peer_access(int from, int to) {
+  static std::mutex lock;
+  static std::set<std::pair<int, int>> done;
+  const std::lock_guard<std::mutex> guard(lock);
+  if (from == to || !done.insert({from, to}).second) return;
+  int can = 0;
+  WB_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, from, to));
+  if (!can) return;
+  set_device(from);
+  const cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled)
+    (void)cudaGetLastError();  // enabled earlier in this process: fine
+  else
+    WB_CUDA_CHECK(e);
 }
 
 // Makes `device` current; a store's first member, so that its streams and events (members) are
@@ -77,8 +100,10 @@ class CudaStore final : public BeamStore {
       : on_device_(s.device),
         L_(*s.layout),
         device_(s.device),
-        nchans_(s.beamform.nchans),
-        nbeams_(s.beamform.nbeams),
+        nchans_(L_.header.nchans),
+        nsub_(s.beamform.nchans),
+        nformed_(s.beamform.nbeams),
+        nbeams_(s.stored_beams),
         cap_(s.capacity_rows),
         nb_(s.beamform.nsamples_out()),
         block_bytes_(static_cast<std::size_t>(s.beamform.nchans * s.beamform.nsamples *
@@ -90,7 +115,7 @@ class CudaStore final : public BeamStore {
       volt_[i] = DeviceArray<std::uint8_t>(block_bytes_);
       consumed_[i].record(&bf_stream_);  // nothing to wait for yet
     }
-    beams_ = DeviceArray<float>(static_cast<std::size_t>(nbeams_ * nb_ * nchans_));
+    beams_ = DeviceArray<float>(static_cast<std::size_t>(nformed_ * nb_ * nsub_));
     buffer_ = DeviceArray<float>(static_cast<std::size_t>(nbeams_ * cap_ * nchans_));
     device_memset(buffer_.data(), 0xFF, buffer_.bytes());  // NaN: a row never written shows
     for (std::int64_t d0 = 0; d0 < L_.ndms(); d0 += L_.chunk)
@@ -114,11 +139,14 @@ class CudaStore final : public BeamStore {
 
   beamform::Algorithm algorithm() const override { return plan_->algorithm(); }
 
-  void append_block(const std::uint8_t* block, std::size_t bytes,
-                    const std::vector<std::complex<float>>* weights, std::int64_t at) override {
-    if (bytes != block_bytes_ || at + nb_ > cap_)
-      fail(ErrorCategory::invalid_argument, "block of {} bytes at row {} (buffer {} rows)", bytes,
-           at, cap_);
+  std::int64_t formed_rows() const override { return nb_; }
+  int subband_channels() const override { return nsub_; }
+
+  void form_block(const std::uint8_t* block, std::size_t bytes,
+                  const std::vector<std::complex<float>>* weights) override {
+    if (bytes != block_bytes_)
+      fail(ErrorCategory::invalid_argument, "a sub-band block of {} bytes (expected {})", bytes,
+           block_bytes_);
     set_device(device_);  // this store's GPU (several stores: one per device)
     const int i = slot_;
     slot_ ^= 1;
@@ -142,10 +170,87 @@ class CudaStore final : public BeamStore {
     plan_->execute(View<const std::uint8_t, 3>(volt_[i].data(), c.input_shape(), Space::device),
                    View<float, 4>(beams_.data(), c.output_shape(), Space::device), &bf_stream_);
     consumed_[i].record(&bf_stream_);
-    const std::size_t row = static_cast<std::size_t>(nchans_) * 4;
-    copy_2d(buffer_.data() + at * nchans_, cap_ * row, beams_.data(), nb_ * row, nb_ * row,
-            static_cast<std::size_t>(nbeams_), bf_stream_);
-    counters_.device_to_device += nbeams_ * nb_ * nchans_ * 4;
+  }
+
+  // Into a CUDA store: one 3-D copy (beams x rows x the sub-band's channels) on this store's
+  // beamform stream, after the destination's earlier buffer work (its shift) and before its
+  // later work (its next search). Between devices it is a peer copy (NVLink where there is one;
+  // peer access is enabled when the devices allow it, else the driver stages it).
+  void send_rows(BeamStore& dest, int f0, int f1, int s0, int c0, std::int64_t at) override {
+    auto* d = dynamic_cast<CudaStore*>(&dest);
+    if (!d) return BeamStore::send_rows(dest, f0, f1, s0, c0, at);
+    if (at + nb_ > d->cap_ || f0 < 0 || f1 > nformed_ || s0 + (f1 - f0) > d->nbeams_)
+      fail(ErrorCategory::invalid_argument, "beam rows {}-{} at row {} do not fit the buffer", f0,
+           f1, at);
+    if (f1 <= f0) return;
+    if (d != this) {
+      set_device(d->device_);
+      d->tail_.record(&d->bf_stream_);
+      set_device(device_);
+      wait_event(bf_stream_, d->tail_);
+      enable_peer_access(device_, d->device_);
+    }
+    set_device(device_);
+    cudaMemcpy3DPeerParms p{};
+    p.srcPtr = make_cudaPitchedPtr(beams_.data(), static_cast<std::size_t>(nsub_) * 4,
+                                   static_cast<std::size_t>(nsub_), static_cast<std::size_t>(nb_));
+    p.srcPos = make_cudaPos(0, 0, static_cast<std::size_t>(f0));
+    p.srcDevice = device_;
+    p.dstPtr =
+        make_cudaPitchedPtr(d->buffer_.data(), static_cast<std::size_t>(nchans_) * 4,
+                            static_cast<std::size_t>(nchans_), static_cast<std::size_t>(d->cap_));
+    p.dstPos = make_cudaPos(static_cast<std::size_t>(c0) * 4, static_cast<std::size_t>(at),
+                            static_cast<std::size_t>(s0));
+    p.dstDevice = d->device_;
+    p.extent = make_cudaExtent(static_cast<std::size_t>(nsub_) * 4, static_cast<std::size_t>(nb_),
+                               static_cast<std::size_t>(f1 - f0));
+    const auto stream = static_cast<cudaStream_t>(bf_stream_.handle());
+    const std::int64_t bytes = std::int64_t{f1 - f0} * nb_ * nsub_ * 4;
+    if (d->device_ == device_) {
+      cudaMemcpy3DParms q{};
+      q.srcPtr = p.srcPtr;
+      q.srcPos = p.srcPos;
+      q.dstPtr = p.dstPtr;
+      q.dstPos = p.dstPos;
+      q.extent = p.extent;
+      q.kind = cudaMemcpyDeviceToDevice;
+      WB_CUDA_CHECK(cudaMemcpy3DAsync(&q, stream));
+      counters_.device_to_device += bytes;
+    } else {
+      WB_CUDA_CHECK(cudaMemcpy3DPeerAsync(&p, stream));
+      counters_.between_devices += bytes;
+    }
+    if (d != this) {
+      sent_.record(&bf_stream_);
+      set_device(d->device_);
+      wait_event(d->bf_stream_, sent_);
+      set_device(device_);
+    }
+  }
+
+  void export_rows(int f0, int f1, float* out) override {
+    set_device(device_);
+    const std::size_t n = static_cast<std::size_t>(nb_ * nsub_);
+    const std::size_t bytes = static_cast<std::size_t>(f1 - f0) * n * 4;
+    WB_CUDA_CHECK(cudaMemcpyAsync(out, beams_.data() + static_cast<std::size_t>(f0) * n, bytes,
+                                  cudaMemcpyDeviceToHost,
+                                  static_cast<cudaStream_t>(bf_stream_.handle())));
+    bf_stream_.synchronize();
+    counters_.from_device += static_cast<std::int64_t>(bytes);
+  }
+
+  void import_rows(const float* in, int s0, int s1, int c0, int nch, std::int64_t at) override {
+    if (at + nb_ > cap_ || s0 < 0 || s1 > nbeams_)
+      fail(ErrorCategory::invalid_argument, "beam rows at row {} do not fit the buffer", at);
+    set_device(device_);
+    const std::size_t width = static_cast<std::size_t>(nch) * 4;
+    for (int b = s0; b < s1; ++b, in += static_cast<std::size_t>(nb_ * nch))
+      WB_CUDA_CHECK(cudaMemcpy2DAsync(buffer_.data() + (b * cap_ + at) * nchans_ + c0,
+                                      static_cast<std::size_t>(nchans_) * 4, in, width, width,
+                                      static_cast<std::size_t>(nb_), cudaMemcpyHostToDevice,
+                                      static_cast<cudaStream_t>(bf_stream_.handle())));
+    bf_stream_.synchronize();  // `in` may be reused
+    counters_.to_device += std::int64_t{s1 - s0} * nb_ * nch * 4;
   }
 
   void wait_input() override {
@@ -282,7 +387,7 @@ class CudaStore final : public BeamStore {
   OnDevice on_device_;  // first: every member below is created on the store's device
   const FileSearchLayout& L_;
   int device_;
-  int nchans_, nbeams_;
+  int nchans_, nsub_, nformed_, nbeams_;  // every channel, the sub-band, formed, stored beams
   std::int64_t cap_, nb_;
   std::size_t block_bytes_;
   std::unique_ptr<beamform::BeamformPlan> plan_;
@@ -291,6 +396,7 @@ class CudaStore final : public BeamStore {
   Event* pending_input_ = nullptr;  // the copy of the caller's pinned block, until wait_input()
   DeviceArray<std::uint8_t> volt_[2];
   Event copied_[2], consumed_[2], ready_;
+  Event tail_, sent_;  // peer copies: the destination's buffer work so far; the copy itself
   int slot_ = 0;
   DeviceArray<float> beams_, buffer_;
   std::vector<std::pair<std::int64_t, std::int64_t>> chunks_;

@@ -208,6 +208,43 @@ std::vector<std::string> Comm::allgather(const std::string& mine) const {
 #endif
 }
 
+std::vector<std::string> Comm::alltoall(const std::vector<std::string>& to_each) const {
+  if (static_cast<int>(to_each.size()) != size_)
+    fail(ErrorCategory::invalid_argument, "alltoall: {} messages for {} ranks", to_each.size(),
+         size_);
+  if (!mpi_) return to_each;
+#ifdef WARPBEAM_HAVE_MPI
+  const auto n = static_cast<std::size_t>(size_);
+  std::vector<int> send_counts(n), send_displs(n), recv_counts(n), recv_displs(n);
+  std::string send;
+  for (std::size_t r = 0; r < n; ++r) {
+    send_displs[r] = to_count(send.size(), "the exchanged bytes");
+    send_counts[r] = to_count(to_each[r].size(), "an exchanged message");
+    send += to_each[r];
+  }
+  check_mpi(
+      MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, MPI_COMM_WORLD),
+      "MPI_Alltoall (sizes)");
+  std::size_t total = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    recv_displs[r] = to_count(total, "the exchanged bytes");
+    total += static_cast<std::size_t>(recv_counts[r]);
+  }
+  to_count(total, "the exchanged bytes");
+  std::string all(total, '\0');
+  check_mpi(MPI_Alltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_CHAR, all.data(),
+                          recv_counts.data(), recv_displs.data(), MPI_CHAR, MPI_COMM_WORLD),
+            "MPI_Alltoallv");
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < n; ++r)
+    out.push_back(all.substr(static_cast<std::size_t>(recv_displs[r]),
+                             static_cast<std::size_t>(recv_counts[r])));
+  return out;
+#else
+  return to_each;
+#endif
+}
+
 std::string Comm::broadcast(const std::string& root_bytes) const {
   if (!mpi_) return root_bytes;
 #ifdef WARPBEAM_HAVE_MPI

@@ -56,6 +56,9 @@ class Comm {
   std::vector<std::string> gather(const std::string& mine) const;
   /// Collective. Every rank's bytes, in rank order, on every rank.
   std::vector<std::string> allgather(const std::string& mine) const;
+  /// Collective. `to_each[r]` goes to rank r; element r of the result came from rank r (each
+  /// message below 2 GiB). Throws invalid_argument when to_each.size() != size().
+  std::vector<std::string> alltoall(const std::vector<std::string>& to_each) const;
   /// Collective. Rank 0's bytes on every rank.
   std::string broadcast(const std::string& root_bytes) const;
   /// Collective.
