@@ -197,12 +197,20 @@ nlohmann::json search_part(const ScalingOptions& o, Backend backend,
   bool identical = true;
   std::size_t ncands = 0;
   double searched_s = 0;
-  for (const auto& l : ls) {
-    if (backend == Backend::cuda) {
+  const auto use = [&](const Layout& l) {
+    if (backend == Backend::cuda)
       dc.gpus = l.devices;
-    } else {
+    else
       dc.cpu_workers = static_cast<int>(l.devices.size());
-    }
+  };
+  // Warm-up: every device's context and kernels are loaded (once per process, lazily) before
+  // the timed runs, so that the device first used by `all` does not pay them there.
+  if (backend == Backend::cuda) {
+    use(ls.back());
+    dist::search_files(dc, dist::Comm());
+  }
+  for (const auto& l : ls) {
+    use(l);
     const auto r = dist::search_files(dc, dist::Comm());
     const std::string text = io::format_cand(r.candidates, false);
     if (first_cands.empty()) {

@@ -118,6 +118,9 @@ struct PipelineResult {
   /// beamform and search = wall time the host spent issuing and waiting for them (cuda: the
   /// copy of a block overlaps the beamforming of the previous one).
   double seconds_total = 0, seconds_read = 0, seconds_beamform = 0, seconds_search = 0;
+  /// Of seconds_total: planning (weights, layout, the buffers and plans of every device, once per
+  /// run); the rest is the stream itself (what a long observation's rate converges to).
+  double seconds_plan = 0;
   double observation_s = 0;  ///< the voltages' duration: real-time factor = observation_s / total
   nlohmann::json to_json() const;  ///< everything but the candidates
 };

@@ -99,6 +99,7 @@ nlohmann::json PipelineResult::to_json() const {
           {"real_time_factor", seconds_total > 0 ? observation_s / seconds_total : 0.0},
           {"seconds",
            {{"total", seconds_total},
+            {"plan", seconds_plan},
             {"read", seconds_read},
             {"beamform", seconds_beamform},
             {"search", seconds_search}}}};
@@ -196,6 +197,7 @@ class PipelineExecutor {
     clusterers_.assign(static_cast<std::size_t>(c.nbeams), search::Clusterer(cfg_.search.cluster));
     progress_ = std::make_unique<Progress>("pipeline", layout_.nout);
     if (!cfg_.search.progress || !comm_.is_root()) progress_->set_enabled(false);
+    seconds_plan_ = seconds_since(start_);
   }
 
   Backend backend() const { return backend_; }
@@ -266,6 +268,7 @@ class PipelineExecutor {
         r.devices.push_back(parts_[static_cast<std::size_t>(k)].device);
     r.seconds_beamform = seconds_beamform_;
     r.seconds_search = seconds_search_;
+    r.seconds_plan = seconds_plan_;
     r.observation_s = static_cast<double>(nblocks_ * info_.block_samples) * info_.tsamp_s;
     for (auto& cl : clusters_)
       r.candidates.push_back(search::to_candidate(cl.second, layout_.dms, header_.tsamp, cl.first));
@@ -555,7 +558,7 @@ class PipelineExecutor {
   std::int64_t blocks_ = 0, next_gulp_ = 0;
   std::int64_t first_ = 0, len_ = 0;  // beam sample of buffer row 0; rows held
   Clock::time_point start_;
-  double seconds_beamform_ = 0, seconds_search_ = 0;
+  double seconds_beamform_ = 0, seconds_search_ = 0, seconds_plan_ = 0;
   std::int64_t bytes_between_ranks_ = 0;
 };
 
