@@ -165,6 +165,26 @@ TEST(Partition, MoreWorkersThanFilesSplitTheDmTrials) {
     EXPECT_EQ(q[static_cast<std::size_t>(w)][0].file, 1);
 }
 
+TEST(Partition, AFileOfEnoughGulpsIsCutInTime) {
+  // File 0: 3 workers and 6 gulps: three gulp slices of every DM trial. File 1: 2 workers and
+  // 2 gulps: two gulp slices.
+  const auto p = partition_search({10, 7}, {10, 10}, 5, {6, 2});
+  ASSERT_EQ(p.size(), 5u);
+  EXPECT_EQ(p[0].at(0), (SearchTask{0, 0, 10, false, 0, 2}));
+  EXPECT_EQ(p[1].at(0), (SearchTask{0, 0, 10, false, 2, 4}));
+  EXPECT_EQ(p[2].at(0), (SearchTask{0, 0, 10, false, 4, 6}));
+  EXPECT_EQ(p[3].at(0), (SearchTask{1, 0, 7, false, 0, 1}));
+  EXPECT_EQ(p[4].at(0), (SearchTask{1, 0, 7, false, 1, 2}));
+  // Fewer gulps than workers: the DM trials are cut instead (every gulp each).
+  const auto q = partition_search({10, 7}, {10, 10}, 5, {2, 2});
+  EXPECT_EQ(q[0].at(0), (SearchTask{0, 0, 4, false}));
+  EXPECT_EQ(q[2].at(0), (SearchTask{0, 7, 10, false}));
+  EXPECT_EQ(q[3].at(0), (SearchTask{1, 0, 7, false, 0, 1}));
+  // Whole files are whole whatever the gulps; a wrong number of gulp counts is an error.
+  EXPECT_EQ(partition_search({10}, {1}, 1, {6})[0].at(0), (SearchTask{0, 0, 10, true}));
+  EXPECT_THROW(partition_search({10, 7}, {1, 1}, 3, {6}), Error);
+}
+
 TEST(Partition, WorkersBeyondTheDmTrialsStayIdle) {
   const auto p = partition_search({2}, {1}, 4);
   expect_covers(p, {2});
@@ -322,6 +342,36 @@ TEST(DistSearch, Burst28SplitOverWorkersWritesTheSameCand) {
   auto want = search::search_filterbank(files[0], c, Backend::cpu).candidates;
   sort_candidates(want);
   EXPECT_EQ(io::format_cand(want, true), one);
+}
+
+// With gulps of 1024 samples burst_28.fil has 3 gulps: 2 or 3 workers cut it in time (each
+// reads, cleans and searches only its gulps), 5 cut its DM trials; all write one worker's .cand.
+TEST(DistSearch, Burst28CutInTimeWritesTheSameCand) {
+  WB_REQUIRE_DATA("filterbank/burst_28.fil");
+  const std::vector<std::string> files = {wbtest::data_file("filterbank/burst_28.fil")};
+  auto c = quiet();
+  c.snr_min = 5;
+  c.gulp = 1024;
+  const std::string one = cand_text(files, c, 1);
+  ASSERT_FALSE(one.empty());
+  for (int w : {2, 3, 5}) {
+    DistSearchConfig dc;
+    dc.files = files;
+    dc.search = c;
+    dc.cpu_workers = w;
+    const auto r = search_files(dc, Comm());
+    const std::string got = io::format_cand(r.candidates, true);
+    EXPECT_EQ(got, one) << w << " workers: " << first_difference(one, got);
+    ASSERT_EQ(r.files.at(0).pieces.size(), static_cast<std::size_t>(w));
+    const auto& last = r.files[0].pieces.back().task;
+    if (w <= 3) {
+      EXPECT_EQ(last.gulp_end, 3) << "cut in time";
+      EXPECT_EQ(last.dm_begin, 0);
+    } else {
+      EXPECT_EQ(last.gulp_end, -1) << "cut in DM trials";
+      EXPECT_GT(last.dm_begin, 0);
+    }
+  }
 }
 
 TEST(DistSearch, MultiBeamObservationSplitOverWorkersWritesTheSameCand) {

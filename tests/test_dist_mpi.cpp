@@ -136,6 +136,10 @@ TEST(MpiSearch, Burst28WithTwoAndThreeRanksWritesTheSameCand) {
   // One file: its DM trials split over the ranks, peaks clustered on rank 0.
   expect_same_cand(dir, "'" + wbtest::data_file("filterbank/burst_28.fil") + "'", "--snr-min 5",
                    {2, 3});
+  // Gulps of 1024 samples: 3 gulps, so the ranks cut the file in time instead.
+  wbtest::TempDir in_time;
+  expect_same_cand(in_time, "'" + wbtest::data_file("filterbank/burst_28.fil") + "'",
+                   "--snr-min 5 --gulp 1024", {2, 3});
 }
 
 TEST(MpiSearch, MultiBeamObservationWithTwoAndThreeRanksWritesTheSameCand) {

@@ -388,6 +388,9 @@ struct SearchResult {
   /// cluster = host.
   double seconds_read = 0, seconds_rfi = 0, seconds_dedisp = 0, seconds_search = 0,
          seconds_cluster = 0;
+  /// Wall time of the runner before its first gulp (cuda: pinned host buffers, device buffers,
+  /// streams; cpu: host buffers): a fixed cost per search, whatever the file's length.
+  double seconds_setup = 0;
   std::int64_t bytes_to_device = 0, bytes_from_device = 0;  ///< cuda: bytes copied each way
   nlohmann::json to_json() const;                           ///< everything but the candidates
 };

@@ -129,9 +129,10 @@ void search_piece(const DistSearchConfig& cfg, const WorkerSetup& setup,
     o.device = p.device;
     o.streams = cfg.search.gpu_streams;
     o.autotune = cfg.search.autotune;
-    search::detail::run_gulps_cuda(L, t.dm_begin, t.dm_end, o, sink, times);
+    search::detail::run_gulps_cuda(L, t.dm_begin, t.dm_end, o, sink, times,
+                                   {t.gulp_begin, t.gulp_end});
   } else {
-    search::detail::run_gulps_cpu(L, t.dm_begin, t.dm_end, sink, times);
+    search::detail::run_gulps_cpu(L, t.dm_begin, t.dm_end, sink, times, {t.gulp_begin, t.gulp_end});
   }
   progress.finish();
   times.report_to(res);
@@ -207,6 +208,8 @@ std::string pack_pieces(const std::vector<Piece>& pieces) {
     pk.put(p.task.dm_begin);
     pk.put(p.task.dm_end);
     pk.put(p.task.whole);
+    pk.put(p.task.gulp_begin);
+    pk.put(p.task.gulp_end);
     pk.put(p.worker);
     pk.put(p.device);
     pk.put_string(p.run);
@@ -226,6 +229,8 @@ void unpack_pieces(const std::string& bytes, int rank, std::vector<Piece>& out) 
     p.task.dm_begin = u.get<std::int64_t>();
     p.task.dm_end = u.get<std::int64_t>();
     p.task.whole = u.get<bool>();
+    p.task.gulp_begin = u.get<std::int64_t>();
+    p.task.gulp_end = u.get<std::int64_t>();
     p.worker = u.get<int>();
     p.device = u.get<int>();
     p.run = u.get_string();
@@ -236,12 +241,15 @@ void unpack_pieces(const std::string& bytes, int rank, std::vector<Piece>& out) 
   if (!u.done()) fail(ErrorCategory::io, "a result sent by rank {} has trailing bytes", rank);
 }
 
-// Rank 0: the candidates of every file from the pieces (sorted by file and DM slice).
+// Rank 0: the candidates of every file from the pieces (sorted by file, DM slice and gulp
+// slice). A file's pieces must tile its search: DM slices of every gulp, or gulp slices of
+// every DM trial.
 std::vector<search::Candidate> merge_pieces(const DistSearchConfig& cfg,
                                             std::vector<FileReport>& files,
                                             std::vector<Piece>& pieces) {
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
-    return std::tie(a.task.file, a.task.dm_begin) < std::tie(b.task.file, b.task.dm_begin);
+    return std::tie(a.task.file, a.task.dm_begin, a.task.gulp_begin) <
+           std::tie(b.task.file, b.task.dm_begin, b.task.gulp_begin);
   });
   std::vector<search::Candidate> out;
   std::size_t i = 0;
@@ -249,14 +257,24 @@ std::vector<search::Candidate> merge_pieces(const DistSearchConfig& cfg,
     FileReport& rep = files[f];
     const auto ndm = static_cast<std::int64_t>(rep.dms.size());
     std::vector<search::Peak> peaks;
-    std::int64_t next = 0;  // the slices must tile [0, ndm)
+    std::int64_t next_dm = 0, next_gulp = 0;  // the slices must tile [0, ndm) or the gulps
+    bool in_time = false;
     const std::size_t before = out.size();
     for (; i < pieces.size() && pieces[i].task.file == static_cast<int>(f); ++i) {
       Piece& p = pieces[i];
-      if (p.task.dm_begin != next)
-        fail(ErrorCategory::io, "internal: file {} lacks DM trials [{}, {})", f, next,
-             p.task.dm_begin);
-      next = p.task.dm_end;
+      in_time = p.task.gulp_begin > 0 || p.task.gulp_end >= 0;
+      if (in_time) {
+        if (p.task.dm_begin != 0 || p.task.dm_end != ndm || p.task.gulp_begin != next_gulp)
+          fail(ErrorCategory::io, "internal: file {} lacks gulps [{}, {})", f, next_gulp,
+               p.task.gulp_begin);
+        next_gulp = p.task.gulp_end;
+        next_dm = ndm;
+      } else {
+        if (p.task.dm_begin != next_dm)
+          fail(ErrorCategory::io, "internal: file {} lacks DM trials [{}, {})", f, next_dm,
+               p.task.dm_begin);
+        next_dm = p.task.dm_end;
+      }
       rep.pieces.push_back({p.task, p.worker, p.rank, p.device, nlohmann::json::parse(p.run)});
       if (p.task.whole) {
         out.insert(out.end(), p.candidates.begin(), p.candidates.end());
@@ -264,8 +282,10 @@ std::vector<search::Candidate> merge_pieces(const DistSearchConfig& cfg,
         peaks.insert(peaks.end(), p.peaks.begin(), p.peaks.end());
       }
     }
-    if (next != ndm)
-      fail(ErrorCategory::io, "internal: file {} searched to DM trial {} of {}", f, next, ndm);
+    if (next_dm != ndm)
+      fail(ErrorCategory::io, "internal: file {} searched to DM trial {} of {}", f, next_dm, ndm);
+    if (in_time && next_gulp != rep.pieces.back().run.at("gulps").get<std::int64_t>())
+      fail(ErrorCategory::io, "internal: file {} searched to gulp {}", f, next_gulp);
     if (!rep.pieces.empty() && !rep.pieces.front().task.whole)
       for (const auto& cl : search::cluster_peaks(peaks, cfg.search.cluster))
         out.push_back(search::to_candidate(cl, rep.dms, rep.header.tsamp,
@@ -315,6 +335,8 @@ nlohmann::json DistSearchResult::to_json() const {
                         {"beam", p.task.file},
                         {"dm_trial_begin", p.task.dm_begin},
                         {"dm_trial_end", p.task.dm_end},
+                        {"gulp_begin", p.task.gulp_begin},
+                        {"gulp_end", p.task.gulp_end},
                         {"worker", p.worker},
                         {"rank", p.rank},
                         {"device", p.device},
@@ -406,7 +428,11 @@ DistSearchResult search_files(const DistSearchConfig& cfg, const Comm& comm) {
     cost[f] = static_cast<double>(ndm[f]) *
               static_cast<double>(std::max<std::int64_t>(1, h.nsamples)) * h.nchans;
   }
-  const auto partition = partition_search(ndm, cost, res.workers);
+  // Gulps per file (with the agreed gulp), so that a file of several workers can be cut in time.
+  std::vector<std::int64_t> ngulps(nfiles);
+  for (std::size_t f = 0; f < nfiles; ++f)
+    ngulps[f] = plan_for_worker(cfg, setup, res.files[f], setup.gulps[f], 0).gulps;
+  const auto partition = partition_search(ndm, cost, res.workers, ngulps);
   setup.progress = cfg.search.progress && res.workers == 1;
 
   // 3. Every local worker's pieces.

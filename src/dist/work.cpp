@@ -65,13 +65,16 @@ std::pair<std::int64_t, std::int64_t> split_range(std::int64_t n, int parts, int
 }
 
 std::vector<std::vector<SearchTask>> partition_search(const std::vector<std::int64_t>& ndm,
-                                                      const std::vector<double>& cost,
-                                                      int workers) {
+                                                      const std::vector<double>& cost, int workers,
+                                                      const std::vector<std::int64_t>& ngulps) {
   const auto nfiles = static_cast<int>(ndm.size());
   if (workers < 1) fail(ErrorCategory::invalid_argument, "{} workers: need at least one", workers);
   if (cost.size() != ndm.size() || nfiles < 1)
     fail(ErrorCategory::invalid_argument, "partition of {} files with {} costs", ndm.size(),
          cost.size());
+  if (!ngulps.empty() && ngulps.size() != ndm.size())
+    fail(ErrorCategory::invalid_argument, "partition of {} files with {} gulp counts", ndm.size(),
+         ngulps.size());
   for (int f = 0; f < nfiles; ++f)
     if (ndm[f] < 1 || !(cost[f] > 0))
       fail(ErrorCategory::invalid_argument, "file {}: {} DM trials, cost {}", f, ndm[f], cost[f]);
@@ -95,7 +98,8 @@ std::vector<std::vector<SearchTask>> partition_search(const std::vector<std::int
     return out;
   }
 
-  // More workers than files: each file gets a group of workers that share its DM trials.
+  // More workers than files: each file gets a group of workers that share its gulps or DM
+  // trials.
   std::vector<int> group(static_cast<std::size_t>(nfiles), 1);
   for (int extra = workers - nfiles; extra > 0; --extra) {
     int best = 0;
@@ -106,6 +110,15 @@ std::vector<std::vector<SearchTask>> partition_search(const std::vector<std::int
   int w = 0;
   for (int f = 0; f < nfiles; ++f) {
     const int k = group[static_cast<std::size_t>(f)];
+    if (k > 1 && !ngulps.empty() && ngulps[static_cast<std::size_t>(f)] >= k) {
+      // In time: each worker reads, cleans and searches only its gulps.
+      for (int s = 0; s < k; ++s) {
+        const auto [b, e] = split_range(ngulps[static_cast<std::size_t>(f)], k, s);
+        out[static_cast<std::size_t>(w + s)].push_back({f, 0, ndm[f], false, b, e});
+      }
+      w += k;
+      continue;
+    }
     const int slices = static_cast<int>(std::min<std::int64_t>(k, ndm[f]));
     for (int s = 0; s < slices; ++s) {
       const auto [b, e] = split_range(ndm[f], slices, s);

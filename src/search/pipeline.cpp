@@ -317,7 +317,8 @@ nlohmann::json SearchResult::to_json() const {
             {"rfi", seconds_rfi},
             {"dedisp", seconds_dedisp},
             {"search", seconds_search},
-            {"cluster", seconds_cluster}}}};
+            {"cluster", seconds_cluster},
+            {"setup", seconds_setup}}}};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -325,6 +326,13 @@ nlohmann::json SearchResult::to_json() const {
 // ---------------------------------------------------------------------------------------------
 
 namespace detail {
+std::pair<std::int64_t, std::int64_t> GulpSpan::resolve(std::int64_t gulps) const {
+  const std::int64_t e = end < 0 ? gulps : end;
+  if (begin < 0 || begin >= e || e > gulps)
+    fail(ErrorCategory::invalid_argument, "gulps [{}, {}) of {}", begin, e, gulps);
+  return {begin, e};
+}
+
 SearchResult planned_result(const FileSearchLayout& L) {
   SearchResult res;
   res.header = L.header;
@@ -396,7 +404,7 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
 
 #ifndef WARPBEAM_HAVE_CUDA
 void detail::run_gulps_cuda(const FileSearchLayout&, std::int64_t, std::int64_t,
-                            const CudaRunOptions&, const PeakSink&, StageTimes&) {
+                            const CudaRunOptions&, const PeakSink&, StageTimes&, GulpSpan) {
   fail(ErrorCategory::unsupported, "this warpbeam build has no CUDA backend");
 }
 #endif

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "warpbeam/dedisp.hpp"
@@ -77,7 +78,7 @@ using PeakSink = std::function<void(GulpPeaks&&)>;
 
 /// Wall or device time per stage (s) and bytes moved, summed over gulps.
 struct StageTimes {
-  double read = 0, rfi = 0, dedisp = 0, search = 0;
+  double read = 0, rfi = 0, dedisp = 0, search = 0, setup = 0;
   std::int64_t bytes_to_device = 0, bytes_from_device = 0;
 
   /// Copies the stage times and byte counts into a search's result.
@@ -86,6 +87,7 @@ struct StageTimes {
     r.seconds_rfi = rfi;
     r.seconds_dedisp = dedisp;
     r.seconds_search = search;
+    r.seconds_setup = setup;
     r.bytes_to_device = bytes_to_device;
     r.bytes_from_device = bytes_from_device;
   }
@@ -95,9 +97,17 @@ struct StageTimes {
 /// memory, widest boxcar), before any gulp is searched.
 SearchResult planned_result(const FileSearchLayout& L);
 
+/// Gulps [begin, end) of a search (end -1: to the last): a runner searches only these (a
+/// worker's share of a file cut in time), reading only their rows.
+struct GulpSpan {
+  std::int64_t begin = 0, end = -1;
+  /// [begin, end) with end resolved; throws invalid_argument when it is not within [0, gulps).
+  std::pair<std::int64_t, std::int64_t> resolve(std::int64_t gulps) const;
+};
+
 /// The CPU runner: read, unpack, clean, dedisperse and search each gulp in turn.
 void run_gulps_cpu(const FileSearchLayout& layout, std::int64_t dm_begin, std::int64_t dm_end,
-                   const PeakSink& sink, StageTimes& times);
+                   const PeakSink& sink, StageTimes& times, GulpSpan span = {});
 
 /// What the CUDA runner needs besides the layout.
 struct CudaRunOptions {
@@ -110,7 +120,8 @@ struct CudaRunOptions {
 /// dedisperses and searches them; only statistics and peaks come back. Two streams and two sets
 /// of buffers: the host holds at most two gulps (pinned).
 void run_gulps_cuda(const FileSearchLayout& layout, std::int64_t dm_begin, std::int64_t dm_end,
-                    const CudaRunOptions& options, const PeakSink& sink, StageTimes& times);
+                    const CudaRunOptions& options, const PeakSink& sink, StageTimes& times,
+                    GulpSpan span = {});
 
 /// The CUDA runner's device bytes for planes of `plane_len` samples and `chunk` DM trials (two
 /// sets of buffers and the dedispersion tables), and the budget it may use: the configured one,

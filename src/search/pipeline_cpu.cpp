@@ -52,7 +52,8 @@ class ChunkDedisperser {
 }  // namespace
 
 void run_gulps_cpu(const FileSearchLayout& L, std::int64_t dm_begin, std::int64_t dm_end,
-                   const PeakSink& sink, StageTimes& times) {
+                   const PeakSink& sink, StageTimes& times, GulpSpan span) {
+  const auto [g_begin, g_end] = span.resolve(L.gulps);
   const io::FilterbankHeader& h = L.header;
   io::FilterbankReader reader(L.path);
   // The largest gulp's buffers up front: growing a vector would hold two copies for a moment.
@@ -66,7 +67,7 @@ void run_gulps_cpu(const FileSearchLayout& L, std::int64_t dm_begin, std::int64_
   ChunkDedisperser dedisperser;
   std::optional<SearchPlan> search_plan;
 
-  for (std::int64_t g = 0; g < L.gulps; ++g) {
+  for (std::int64_t g = g_begin; g < g_end; ++g) {
     const GulpRange r = L.gulp_range(g);
     const std::int64_t len = r.len(), rows = len + L.max_delay;
 

@@ -88,7 +88,10 @@ std::int64_t cuda_device_budget(const FileSearchConfig& cfg) {
 }
 
 void run_gulps_cuda(const FileSearchLayout& L, std::int64_t dm_begin, std::int64_t dm_end,
-                    const CudaRunOptions& opt, const PeakSink& sink, StageTimes& times) {
+                    const CudaRunOptions& opt, const PeakSink& sink, StageTimes& times,
+                    GulpSpan span) {
+  const auto [g_begin, g_end] = span.resolve(L.gulps);
+  const auto t_setup = std::chrono::steady_clock::now();
   require_range("streams", opt.streams, 1, 2);
   if (dm_begin < 0 || dm_end > L.ndms() || dm_begin >= dm_end)
     fail(ErrorCategory::invalid_argument, "DM trials [{}, {}) of {}", dm_begin, dm_end, L.ndms());
@@ -215,13 +218,14 @@ void run_gulps_cuda(const FileSearchLayout& L, std::int64_t dm_begin, std::int64
     sink(std::move(out));
   };
 
-  for (std::int64_t g = 0; g < L.gulps; ++g) {
+  times.setup += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_setup).count();
+  for (std::int64_t g = g_begin; g < g_end; ++g) {
     Worker& w = *workers[static_cast<std::size_t>(g) % workers.size()];
     if (w.gulp >= 0) finish(w);  // one stream: the previous gulp
     issue(w, g);
-    if (workers.size() > 1 && g > 0) finish(*workers[static_cast<std::size_t>(g - 1) % 2]);
+    if (workers.size() > 1 && g > g_begin) finish(*workers[static_cast<std::size_t>(g - 1) % 2]);
   }
-  for (std::int64_t g = std::max<std::int64_t>(0, L.gulps - 2); g < L.gulps; ++g) {
+  for (std::int64_t g = std::max<std::int64_t>(g_begin, g_end - 2); g < g_end; ++g) {
     Worker& w = *workers[static_cast<std::size_t>(g) % workers.size()];
     if (w.gulp == g) finish(w);
   }

@@ -5,15 +5,20 @@
 //
 // How it stays identical:
 // - every worker runs the file search's own gulp runner (src/search/pipeline.hpp:
-//   run_gulps_cpu / run_gulps_cuda) on its DM range, with the gulp the whole run agreed on: each
+//   run_gulps_cpu / run_gulps_cuda) on its gulps or DM range, with the gulp the whole run agreed
+//   on: each
 //   rank plans every file for each of its workers (the host memory bound counts the node's cores
 //   or --threads, not the worker's share; a CUDA worker gets its share of the device budget) and
 //   the run takes the smallest gulp, so all cut a file into the same gulps with the same
 //   statistics; a DM trial's dedispersion and search do not depend on the other trials;
+// - a file of several workers is cut in time (each worker searches a contiguous run of its gulps
+//   with every DM trial, reading only their rows) when it has at least as many gulps as
+//   workers, else its DM list is cut (each worker reads the whole file); a gulp's statistics,
+//   dedispersion and peaks do not depend on the other gulps or DM trials;
 // - a file searched by one worker is clustered there, streaming, as search_filterbank does; a
-//   file whose DM list is split over workers is clustered on rank 0 from the peaks of all its
-//   slices (cluster_peaks: friends-of-friends components do not depend on the order of the
-//   peaks, and the streaming Clusterer of a single search finds the same components);
+//   file split over workers is clustered on rank 0 from the peaks of all its slices
+//   (cluster_peaks: friends-of-friends components do not depend on the order of the peaks, and
+//   the streaming Clusterer of a single search finds the same components);
 // - the candidates of all files are sorted on rank 0 in one total order (sort_candidates).
 // One difference is possible: SearchConfig::max_peaks caps the peaks per DM-time plane, so when
 // a plane exceeds it (with a warning) a slice keeps a different set than the whole list.

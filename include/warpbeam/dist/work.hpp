@@ -33,12 +33,14 @@ std::vector<int> parse_gpu_list(const std::string& spec);
 /// unsupported when CUDA is asked for without a device. `backend` must be resolved.
 std::vector<int> local_devices(Backend backend, const std::vector<int>& gpus, const Comm& comm);
 
-/// A piece of a file search: DM trials [dm_begin, dm_end) of file `file` (an index into the
-/// run's file list). `whole` when the piece is the file's whole DM list.
+/// A piece of a file search: DM trials [dm_begin, dm_end) of gulps [gulp_begin, gulp_end) (end
+/// -1: to the last) of file `file` (an index into the run's file list). `whole` when the piece
+/// is the file's whole search (every DM trial, every gulp).
 struct SearchTask {
   int file = 0;
   std::int64_t dm_begin = 0, dm_end = 0;
   bool whole = true;
+  std::int64_t gulp_begin = 0, gulp_end = -1;
   bool operator==(const SearchTask&) const = default;
 };
 
@@ -47,13 +49,16 @@ struct SearchTask {
 /// - workers <= files: whole files, each (largest cost first, ties by index) to the worker with
 ///   the least cost so far (ties: the lowest worker);
 /// - workers > files: every file gets one worker, the remaining ones go one at a time to the file
-///   with the largest cost per worker (ties: the lowest file); a file of k workers is cut into
-///   min(k, ndm) contiguous DM slices of nearly equal size (k = 1: the whole file); workers
-///   follow file order. Workers left without a slice (ndm < k) get no task.
+///   with the largest cost per worker (ties: the lowest file); a file of k > 1 workers is cut in
+///   time into k contiguous gulp slices (all DM trials each) when it has at least k gulps
+///   (ngulps[f], when given: each worker then reads only its part of the file), else into
+///   min(k, ndm) contiguous DM slices of nearly equal size (each worker reads the whole file);
+///   workers follow file order. Workers left without a slice get no task.
 /// Deterministic: every rank computes the same split. Throws invalid_argument for workers < 1,
 /// mismatched sizes, ndm < 1 or cost <= 0.
 std::vector<std::vector<SearchTask>> partition_search(const std::vector<std::int64_t>& ndm,
-                                                      const std::vector<double>& cost, int workers);
+                                                      const std::vector<double>& cost, int workers,
+                                                      const std::vector<std::int64_t>& ngulps = {});
 
 /// [begin, end) of part k of n items cut into `parts` contiguous pieces of nearly equal size
 /// (the first n % parts pieces one larger). parts >= 1, 0 <= k < parts.
