@@ -79,7 +79,9 @@ class DeviceArray {
   std::size_t count_ = 0;
 };
 
-/// An owning, typed page-locked host allocation (cudaMallocHost), for overlapped copies.
+/// An owning, typed page-locked host allocation (cudaMallocHost), for overlapped copies. Freed
+/// allocations are cached by the process (up to 4 GiB) and reused for later requests of about
+/// the same size: page-locking is slow and serialised by the driver (src/core/device.cpp).
 template <class T>
 class PinnedArray {
  public:

@@ -30,14 +30,61 @@ void* device_malloc(std::size_t bytes) {
 void device_free(void* p) noexcept {
   if (p) cudaFree(p);
 }
+// Pinned host memory is cached: page-locking costs ~0.1 s per 300 MB and the driver does it one
+// allocation at a time, so workers that set up at once (several GPUs of one process) wait for
+// each other, and a worker that searches file after file would pay it per file. Freed blocks
+// (up to kPinnedCacheBytes) are kept and handed out again for a request of at most their size
+// and at least 3/4 of it; the cache is never returned to the driver at exit (the process's end
+// does that), so no static destructor races the CUDA runtime's teardown.
+namespace {
+constexpr std::size_t kPinnedCacheBytes = std::size_t{4} << 30;
+struct PinnedCache {
+  std::mutex mutex;
+  std::multimap<std::size_t, void*> free;  // size -> block
+  std::map<void*, std::size_t> live;       // block -> size
+  std::size_t free_bytes = 0;
+};
+PinnedCache& pinned_cache() {
+  static auto* cache = new PinnedCache;  // never destroyed: see above
+  return *cache;
+}
+}  // namespace
+
 void* pinned_malloc(std::size_t bytes) {
   if (bytes == 0) return nullptr;
+  PinnedCache& c = pinned_cache();
+  {
+    const std::lock_guard<std::mutex> lock(c.mutex);
+    const auto it = c.free.lower_bound(bytes);
+    if (it != c.free.end() && it->first / 4 * 3 <= bytes) {
+      void* p = it->second;
+      c.live[p] = it->first;
+      c.free_bytes -= it->first;
+      c.free.erase(it);
+      return p;
+    }
+  }
   void* p = nullptr;
   WB_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  const std::lock_guard<std::mutex> lock(c.mutex);
+  c.live[p] = bytes;
   return p;
 }
 void pinned_free(void* p) noexcept {
-  if (p) cudaFreeHost(p);
+  if (!p) return;
+  PinnedCache& c = pinned_cache();
+  std::unique_lock<std::mutex> lock(c.mutex);
+  const auto it = c.live.find(p);
+  if (it == c.live.end()) return;  // not ours: cannot happen through PinnedArray
+  const std::size_t bytes = it->second;
+  c.live.erase(it);
+  if (c.free_bytes + bytes <= kPinnedCacheBytes) {
+    c.free.emplace(bytes, p);
+    c.free_bytes += bytes;
+    return;
+  }
+  lock.unlock();
+  cudaFreeHost(p);
 }
 }  // namespace detail
 
