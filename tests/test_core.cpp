@@ -112,3 +112,40 @@ TEST(UnpackGpu, MatchesCpu) {
     }
   }
 }
+
+// Pinned host memory: a freed block is cached and handed out again for a request of about its
+// size (page-locking is slow and serialised by the driver), a much smaller or larger request
+// gets a block of its own; a registered pageable buffer counts as pinned until it is released.
+TEST(PinnedGpu, FreedBlocksAreReusedAndRegistrationPinsInPlace) {
+  WB_REQUIRE_GPU();
+  void* first = nullptr;
+  {
+    PinnedArray<std::uint8_t> a(3 << 20);
+    first = a.data();
+    EXPECT_TRUE(is_pinned_host(first));
+  }
+  {
+    PinnedArray<std::uint8_t> same(3 << 20);
+    EXPECT_EQ(same.data(), first) << "the cached block";
+    PinnedArray<std::uint8_t> second(3 << 20);  // the first is in use: a new one
+    EXPECT_NE(second.data(), first);
+    EXPECT_TRUE(is_pinned_host(second.data()));
+    PinnedArray<std::uint8_t> tiny(1 << 10);  // far smaller than any cached block
+    EXPECT_NE(tiny.data(), first);
+    tiny[0] = 1;
+  }
+  std::vector<std::uint8_t> pageable(1 << 20, 7);
+  EXPECT_FALSE(is_pinned_host(pageable.data()));
+  {
+    HostRegistration reg(pageable.data(), pageable.size());
+    EXPECT_TRUE(is_pinned_host(pageable.data()));
+    EXPECT_TRUE(is_pinned_host(pageable.data() + 4096));
+    // A copy from the registered buffer to the device and back.
+    DeviceArray<std::uint8_t> d(pageable.size());
+    copy_bytes(d.data(), pageable.data(), pageable.size());
+    std::vector<std::uint8_t> back(pageable.size(), 0);
+    copy_bytes(back.data(), d.data(), d.bytes());
+    EXPECT_EQ(back, pageable);
+  }
+  EXPECT_FALSE(is_pinned_host(pageable.data()));
+}

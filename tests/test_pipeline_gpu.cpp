@@ -76,6 +76,8 @@ TEST(PipelineGpu, CudaMatchesCpuAndKeepsTheBeamsOnTheGpu) {
     const auto gpu = run(c, Backend::cuda);
     SCOPED_TRACE("gulp " + std::to_string(gulp));
     EXPECT_EQ(gpu.backend, "cuda");
+    EXPECT_TRUE(gpu.input_pinned) << "run_pipeline page-locks its block buffer";
+    EXPECT_FALSE(cpu.input_pinned);
     EXPECT_EQ(gpu.gulps, cpu.gulps);
     ASSERT_FALSE(cpu.candidates.empty());
     expect_contains(cpu.candidates, gpu.candidates, c.search.snr_min, "cpu in gpu");

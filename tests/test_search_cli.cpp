@@ -1,7 +1,10 @@
 // The search's command line: the real burst through `warpbeam search`, every bad-input case of
 // the issue (one-line error, exit 1 for a bad file and 2 for a bad option, no output file),
 // `simulate filterbank`, `demo` and `bench dedisp`.
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -238,4 +241,33 @@ TEST(SearchCli, BenchDedispReportsThroughput) {
   EXPECT_GT(j["baseline"]["speedup"].get<double>(), 1);
   EXPECT_TRUE(j.contains("provenance"));
   EXPECT_EQ(wbtest::run_cli("bench dedisp --config D7").exit_code, 2);
+}
+
+// An interrupted command (SIGINT, as Ctrl-C sends; SIGTERM alike) removes its temporary output
+// and dies of the signal: no "*.tmp.PID" and no product left behind.
+TEST(SearchCli, AnInterruptedCommandLeavesNoTemporaryFile) {
+  wbtest::TempDir dir;
+  const std::string out = dir.file("big.fil"), status = dir.file("status");
+  for (const char* sig : {"INT", "TERM"}) {
+    SCOPED_TRACE(sig);
+    // A long simulation (2048 channels x 120 s), interrupted once its temporary file exists.
+    std::ofstream(dir.file("run.sh"))
+        << "'" << WARPBEAM_CLI_PATH << "' simulate filterbank '" << out
+        << "' --nchans 2048 --foff -0.25 --duration 120 --no-burst >/dev/null 2>&1 &\n"
+        << "p=$!; i=0\n"
+        << "while [ $i -lt 1000 ] && ! ls '" << out << "'.tmp.* >/dev/null 2>&1; do\n"
+        << "  sleep 0.01; i=$((i+1))\n"
+        << "done\n"
+        << "ls '" << out << "'.tmp.* >/dev/null 2>&1 && seen=1 || seen=0\n"
+        << "kill -" << sig << " $p; wait $p; echo \"$seen $?\" > '" << status << "'\n";
+    ASSERT_EQ(std::system(("sh '" + dir.file("run.sh") + "'").c_str()), 0);
+    const std::string got = wbtest::slurp(status);
+    ASSERT_EQ(got.substr(0, 1), "1") << "the temporary file never appeared: " << got;
+    EXPECT_EQ(std::atoi(got.c_str() + 2), 128 + (std::string(sig) == "INT" ? 2 : 15))
+        << "killed by the signal";
+    EXPECT_FALSE(std::filesystem::exists(out));
+    for (const auto& e : std::filesystem::directory_iterator(dir.path))
+      EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos)
+          << e.path() << " left behind";
+  }
 }

@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "warpbeam/core.hpp"
+#include "warpbeam/io/output_file.hpp"
 #include "warpbeam/provenance.hpp"
 
 namespace {
@@ -20,6 +21,7 @@ int usage_error(const std::string& msg) {
 
 int main(int argc, char** argv) {
   warpbeam::set_command_line(argc, argv);
+  warpbeam::io::remove_temps_on_signals();  // an interrupted command leaves no *.tmp.PID
   CLI::App app{"warpbeam: real-time signal processing for radio astronomy and ultrasound"};
   app.set_version_flag(
       "--version", fmt::format("warpbeam {} ({})", warpbeam::version(), warpbeam::git_commit()));

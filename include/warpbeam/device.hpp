@@ -120,6 +120,22 @@ int device_count();
 /// cudaHostAlloc, cudaHostRegister): such memory can be copied to every device by DMA without
 /// staging. False for ordinary (pageable) memory and in builds without CUDA.
 bool is_pinned_host(const void* p);
+/// Page-locks an existing host buffer in place (cudaHostRegister, portable to every device) for
+/// as long as the object lives, so that copies from it go by DMA without staging (see
+/// is_pinned_host). The buffer must outlive the object and must not move. A no-op in builds
+/// without CUDA or without a device. Throws Error(cuda) when the driver refuses.
+class HostRegistration {
+ public:
+  HostRegistration() = default;
+  HostRegistration(void* p, std::size_t bytes);
+  ~HostRegistration();
+  HostRegistration(const HostRegistration&) = delete;
+  HostRegistration& operator=(const HostRegistration&) = delete;
+  void* data() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
 /// Selects the current device for the calling thread.
 void set_device(int device);
 /// A one-line description of device `device` ("NVIDIA H200, sm_90, 132 SMs, 139.8 GiB").

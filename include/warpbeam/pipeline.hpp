@@ -122,6 +122,8 @@ struct PipelineResult {
   /// run); the rest is the stream itself (what a long observation's rate converges to).
   double seconds_plan = 0;
   double observation_s = 0;  ///< the voltages' duration: real-time factor = observation_s / total
+  /// run_pipeline on cuda: the blocks were read into a page-locked buffer (copied by DMA).
+  bool input_pinned = false;
   nlohmann::json to_json() const;  ///< everything but the candidates
 };
 
@@ -163,9 +165,10 @@ class PipelinePlan {
 };
 
 /// Runs the pipeline over a whole voltage stream with `nblocks` whole blocks (read with
-/// reader.read_block()). Progress on stderr when it is a terminal (search.progress). Under MPI
-/// (config.comm of several ranks) every rank reads the stream; a rank's error in planning or
-/// reading stops every rank with the same AgreedError.
+/// reader.read_block(); on cuda into a buffer page-locked in place, HostRegistration). Progress on
+/// stderr when it is a terminal (search.progress). Under MPI (config.comm of several ranks) every
+/// rank reads the stream; a rank's error in planning or reading stops every rank with the same
+/// AgreedError.
 PipelineResult run_pipeline(io::VoltageReader& reader, std::int64_t nblocks,
                             const PipelineConfig& config, Backend backend);
 

@@ -103,6 +103,15 @@ void allow_dynamic_smem(const void* kernel, std::size_t bytes) {
 }
 }  // namespace detail
 
+HostRegistration::HostRegistration(void* p, std::size_t bytes) {
+  if (!p || bytes == 0 || device_count() == 0) return;
+  WB_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable));
+  p_ = p;
+}
+HostRegistration::~HostRegistration() {
+  if (p_) cudaHostUnregister(p_);
+}
+
 bool is_pinned_host(const void* p) {
   if (!p) return false;
   cudaPointerAttributes a{};
@@ -202,6 +211,8 @@ void pinned_free(void*) noexcept {}
 bool is_pinned_host(const void*) {
   return false;
 }
+HostRegistration::HostRegistration(void*, std::size_t) {}
+HostRegistration::~HostRegistration() = default;
 Stream::Stream() {
   no_cuda();
 }

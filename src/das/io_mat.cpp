@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "warpbeam/format.hpp"
+#include "warpbeam/io/output_file.hpp"
 #include "warpbeam/io/ultrasound.hpp"
 
 #ifdef WARPBEAM_HAVE_MATIO
@@ -284,6 +285,7 @@ void write_mat(const std::string& path, const UltrasoundData& d, const nlohmann:
       if (!keep) std::filesystem::remove(p, ec);
     }
   } guard{tmp};
+  const io::TempFileGuard on_signal(tmp);  // removed if the process is interrupted, too
   {
     MatPtr mat(Mat_CreateVer(tmp.c_str(), nullptr, MAT_FT_MAT5));
     if (!mat) fail(ErrorCategory::io, "{}: cannot create", path);

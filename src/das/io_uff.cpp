@@ -88,6 +88,7 @@ struct H5Id {
 // A temporary path renamed over the target by commit(); removed otherwise.
 struct TempPath {
   std::string path, tmp;
+  io::TempFileGuard on_signal{tmp};  // removed if the process is interrupted, too
   bool done = false;
   explicit TempPath(std::string p)
       : path(std::move(p)), tmp(path + ".tmp." + std::to_string(::getpid())) {}

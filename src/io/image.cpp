@@ -117,6 +117,7 @@ void write_fits_image(const std::string& path, const float* data,
   // cfitsio writes the file itself: write to a temporary name, rename on success.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::remove(tmp.c_str());
+  const TempFileGuard on_signal(tmp);  // removed if the process is interrupted
   fitsfile* f = nullptr;
   int status = 0;
   auto check = [&](const char* what) {

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,8 +14,47 @@
 
 namespace warpbeam::io {
 
-OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
-  tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+namespace {
+
+// The registered paths (null: a free slot). Plain atomics, so that the signal handler may read
+// them without a lock.
+constexpr std::size_t kTempSlots = 256;
+std::atomic<const char*> temp_slots[kTempSlots];
+
+extern "C" void remove_temps_and_reraise(int sig) {
+  for (auto& slot : temp_slots)
+    if (const char* p = slot.load()) ::unlink(p);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+}  // namespace
+
+TempFileGuard::TempFileGuard(const std::string& path) {
+  for (auto& slot : temp_slots) {
+    const char* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, path.c_str())) {
+      path_ = path.c_str();
+      return;
+    }
+  }
+}
+
+TempFileGuard::~TempFileGuard() {
+  if (!path_) return;
+  for (auto& slot : temp_slots) {
+    const char* expected = path_;
+    if (slot.compare_exchange_strong(expected, nullptr)) return;
+  }
+}
+
+void remove_temps_on_signals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    std::signal(sig, remove_temps_and_reraise);
+}
+
+OutputFile::OutputFile(std::string path)
+    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
   fp_ = std::fopen(tmp_.c_str(), "wb");
   if (!fp_) fail(ErrorCategory::io, "cannot write '{}': {}", path_, std::strerror(errno));
 }

@@ -7,6 +7,25 @@
 
 namespace warpbeam::io {
 
+/// Registers a temporary file's path for removal when the process is interrupted (see
+/// remove_temps_on_signals), for as long as the guard lives. `path` must outlive the guard and
+/// must not change meanwhile. At most 256 paths are registered at once (more are not guarded).
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(const std::string& path);
+  ~TempFileGuard();
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+
+ private:
+  const char* path_ = nullptr;
+};
+
+/// Installs handlers for SIGINT, SIGTERM and SIGHUP that remove every registered temporary file
+/// (unlink: async-signal-safe) and then end the process with the signal's default action, so an
+/// interrupted command leaves no "*.tmp.PID" behind. Called once by the CLI's main().
+void remove_temps_on_signals();
+
 class OutputFile {
  public:
   /// Opens "<path>.tmp.<pid>" for binary writing; throws Error(io) when it cannot.
@@ -26,6 +45,7 @@ class OutputFile {
 
  private:
   std::string path_, tmp_;
+  TempFileGuard guard_{tmp_};  // after tmp_: removed if the process is interrupted
   std::FILE* fp_ = nullptr;
   bool committed_ = false;
 };
