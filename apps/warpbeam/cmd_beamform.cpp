@@ -131,16 +131,9 @@ void run(const BeamformOptions& o) {
   for (int b = 0; b < c.nbeams; ++b)
     for (int p = 0; p < nop; ++p) {
       const auto& pt = pointings[static_cast<std::size_t>(b)];
-      io::FilterbankHeader h;
+      io::FilterbankHeader h = io::beam_header(info, c.integration, c.nbeams);
       h.source_name = pt.name.empty() ? fmt::format("beam{}", b) : pt.name;
       h.rawdatafile = std::filesystem::path(o.in).filename().string();
-      h.nchans = c.nchans;
-      h.nbits = 32;
-      h.fch1 = info.fch1_hz / 1e6;
-      h.foff = info.foff_hz / 1e6;
-      h.tsamp = info.tsamp_s * c.integration;
-      h.tstart = info.mjd_start;
-      h.nbeams = c.nbeams;
       h.ibeam = b;
       constexpr double deg = 180 / std::numbers::pi;
       if (pt.frame == beamform::Frame::radec) {

@@ -181,16 +181,8 @@ class PipelineExecutor {
     const auto weights = weights_at(info.mjd_start);
 
     // Each beam as a float32 filterbank.
-    auto& h = header_;
-    h.source_name = info.source_name;
-    h.nchans = info.nchans;
-    h.nbits = 32;
-    h.fch1 = info.fch1_hz / 1e6;
-    h.foff = info.foff_hz / 1e6;
-    h.tsamp = info.tsamp_s * cfg_.integration;
-    h.tstart = info.mjd_start;
-    h.nbeams = c.nbeams;
-    h.nsamples = nblocks * nb_;
+    header_ = io::beam_header(info, cfg_.integration, c.nbeams);
+    header_.nsamples = nblocks * nb_;
 
     // Every worker plans the same layout (the whole run's beams and channels), so the gulps and
     // hence the candidates do not depend on the split.

@@ -256,6 +256,19 @@ bool GuppiReader::read_block(std::vector<std::uint8_t>& out, double* mjd) {
   return true;
 }
 
+FilterbankHeader beam_header(const VoltageStreamInfo& info, int integration, int nbeams) {
+  FilterbankHeader h;
+  h.source_name = info.source_name;
+  h.nchans = info.nchans;
+  h.nbits = 32;
+  h.fch1 = info.fch1_hz / 1e6;
+  h.foff = info.foff_hz / 1e6;
+  h.tsamp = info.tsamp_s * integration;
+  h.tstart = info.mjd_start;
+  h.nbeams = nbeams;
+  return h;
+}
+
 std::unique_ptr<VoltageReader> open_voltage_file(const std::string& path) {
   std::FILE* fp = std::fopen(path.c_str(), "rb");
   if (!fp) fail(ErrorCategory::io, "cannot open '{}': {}", path, std::strerror(errno));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "warpbeam/io/sigproc.hpp"
 #include "warpbeam/voltages.hpp"
 
 namespace warpbeam::io {
@@ -43,6 +44,12 @@ class VoltageReader {
   /// block whose header disagrees with the first one, Error(io) on a read failure.
   virtual bool read_block(std::vector<std::uint8_t>& out, double* mjd = nullptr) = 0;
 };
+
+/// The SIGPROC header of a float32 power beam formed from these voltages with `integration`
+/// voltage samples per beam sample: source_name, nchans, fch1/foff (MHz), tsamp = tsamp_s x
+/// integration, tstart = mjd_start, nbits 32, nbeams; the caller sets ibeam, the pointing and
+/// nsamples (SIGPROC's keywords: Lorimer, "SIGPROC user guide").
+FilterbankHeader beam_header(const VoltageStreamInfo& info, int integration, int nbeams);
 
 /// Opens `path`, recognising the format from its first bytes (GUPPI raw: 80-character header
 /// cards; LWA TBF: the sync word 0xDEC0DE5C). Throws Error(io) when it cannot be read,
