@@ -155,6 +155,13 @@ void run(const BenchPipelineOptions& o) {
                            fmt::format("b{}", b)});
   c.integration = o.integrate;
   c.devices = o.gpus;
+  if (gpu && o.scaling && c.devices.empty()) {
+    // Every visible device; a one-GPU machine puts two workers on it (checks the split and
+    // shows its overhead: not scaling).
+    for (int d = 0; d < device_count(); ++d)
+      c.devices.push_back(d);
+    if (c.devices.size() == 1) c.devices.push_back(0);
+  }
   c.split = pipeline::parse_split(o.split);
   c.search.dm_min = 0;
   c.search.dm_max = o.dm_max;
@@ -261,7 +268,8 @@ void add_bench_pipeline_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--scaling", o->scaling,
                 "CUDA: also run on the first of --gpus alone and with the other split; report "
-                "speedups and scaling efficiency");
+                "speedups and scaling efficiency (no --gpus: every visible device, or two "
+                "workers sharing a single one)");
   cmd->add_flag("--pageable", o->pageable,
                 "CUDA: feed pageable voltage blocks (staged per device) instead of pinned ones");
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
