@@ -23,6 +23,13 @@
 // dedispersion and search. Only the RFI statistics (12 bytes per channel per beam and gulp) and
 // the peaks come back: PipelineResult counts the bytes copied each way.
 //
+// Several workers (devices of PipelineConfig::devices, or MPI ranks of PipelineConfig::comm): see
+// Split. Splitting channels is a corner turn: worker p ingests sub-band p of every block, forms
+// every beam over it, and sends beam b's rows [nb][sub-band] to the worker that searches b, into
+// columns [c0_p, c1_p) of its buffer (a peer copy between devices, MPI_Alltoallv between
+// ranks). The beams' rows are then those one worker would hold (the beamformer forms each
+// channel independently), so the search and its candidates are too.
+//
 // Config -> Plan -> execute per block -> finish, as every engine (DESIGN.md).
 
 #include <complex>
