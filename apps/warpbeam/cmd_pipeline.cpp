@@ -64,10 +64,7 @@ void run(PipelineOptions& o, const dist::Comm& comm) {
   std::unique_ptr<io::GuppiReader> reader;
   std::exception_ptr error;
   try {  // usage errors (exit 2) before the file is opened, on every rank alike
-    sc.zero_dm = !o.no_zero_dm;
-    sc.zap_channels = search::parse_channel_list(o.zap_chans);
-    sc.memory_bytes = static_cast<std::int64_t>(o.memory_mib * 1024 * 1024);
-    sc.device_memory_bytes = static_cast<std::int64_t>(o.gpu_memory_mib * 1024 * 1024);
+    apply_search_options(sc, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
     sc.progress = sc.progress && comm.is_root();
     c.integration = o.integrate;
     c.algorithm = beamform::parse_algorithm(o.algorithm);

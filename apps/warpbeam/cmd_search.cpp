@@ -71,10 +71,7 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
   dist::DistSearchConfig dc;
   std::exception_ptr error;
   try {  // usage errors (exit 2) before any file is opened, on every rank alike
-    c.zero_dm = !o.no_zero_dm;
-    c.zap_channels = search::parse_channel_list(o.zap_chans);
-    c.memory_bytes = static_cast<std::int64_t>(o.memory_mib * 1024 * 1024);
-    c.device_memory_bytes = static_cast<std::int64_t>(o.gpu_memory_mib * 1024 * 1024);
+    apply_search_options(c, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
     c.validate();
     if (!o.json.empty() && o.paths.size() > 1)
       fail(ErrorCategory::invalid_argument,

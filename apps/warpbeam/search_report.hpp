@@ -1,6 +1,8 @@
 #pragma once
-// The candidates table `warpbeam search` and `warpbeam demo` print on stdout.
+// What `warpbeam search`, `pipeline` and `demo` share: the search options that the CLI gives in
+// other units, and the candidates table printed on stdout.
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -8,6 +10,18 @@
 #include "warpbeam/search.hpp"
 
 namespace warpbeam::cli {
+
+/// The CLI's search options in the library's terms: --no-zero-dm, --zap-chans (a channel list,
+/// search::parse_channel_list), --memory and --gpu-memory (MiB). Throws invalid_argument for a
+/// bad channel list.
+inline void apply_search_options(search::FileSearchConfig& c, bool no_zero_dm,
+                                 const std::string& zap_chans, double memory_mib,
+                                 double gpu_memory_mib) {
+  c.zero_dm = !no_zero_dm;
+  c.zap_channels = search::parse_channel_list(zap_chans);
+  c.memory_bytes = static_cast<std::int64_t>(memory_mib * 1024 * 1024);
+  c.device_memory_bytes = static_cast<std::int64_t>(gpu_memory_mib * 1024 * 1024);
+}
 
 /// Prints the first `top` candidates (all when top <= 0) as an aligned table.
 inline void print_candidates(const std::vector<search::Candidate>& cands, double tsamp_s, int top) {
