@@ -121,7 +121,8 @@ void expect_same_pipeline_cand(const std::string& options, const std::vector<int
           std::to_string(n) + " workers (" + std::to_string(n) + " rank(s)), split by " + split;
       EXPECT_NE(r.out.find(workers), std::string::npos) << r.out;
       // The channel split exchanges beam rows between the ranks; the beam split nothing.
-      const bool exchanged = r.out.find(" 0 between ranks") == std::string::npos;
+      const bool exchanged =
+          r.out.find(": 0 bytes of beam rows between ranks") == std::string::npos;
       EXPECT_EQ(exchanged, std::string(split) == "channels") << r.out;
       EXPECT_EQ(count(r.err, "error"), 0u) << r.err;
     }

@@ -214,6 +214,20 @@ TEST(PipelineCli, BadInputsGiveClearErrorsAndNoOutput) {
                       "' --json '" + dir.file("nodir2/x.json") + "'" + common);
   EXPECT_EQ(j.exit_code, 1) << j.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("out2"))) << "a failed run left its --out folder";
+  // ... and it is found before the run, as an --out that is a file.
+  EXPECT_NE(j.err.find("'" + dir.file("nodir2/x.json") + "': the folder"), std::string::npos)
+      << j.err;
+  { std::ofstream(dir.file("afile")) << "x"; }
+  const auto f = wbtest::run_cli("pipeline '" + obs.raw + "' " + beams + i8 + " --out '" +
+                                 dir.file("afile") + "'" + common);
+  EXPECT_EQ(f.exit_code, 1) << f.err;
+  EXPECT_NE(f.err.find("it is a file"), std::string::npos) << f.err;
+  EXPECT_EQ(wbtest::slurp(dir.file("afile")), "x");
+  // An --out with a trailing '/' is the folder (the README's `--out cands/`).
+  const auto t = wbtest::run_cli("pipeline '" + obs.raw + "' " + beams + i8 + " --out '" +
+                                 dir.file("slash") + "/'" + common);
+  EXPECT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("slash/candidates.cand")));
 }
 
 // A trailing partial block is dropped with a warning and the whole blocks are searched: the same

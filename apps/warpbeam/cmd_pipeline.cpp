@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -35,7 +36,8 @@ struct PipelineOptions {
 
 // DIR/candidates.cand, candidates.json, pipeline.json (and --json): all or none, and no folder
 // left behind when they fail.
-void write_products(const PipelineOptions& o, const pipeline::PipelineResult& r) {
+void write_products(const PipelineOptions& o, const pipeline::PipelineResult& r,
+                    OutputFolder& folder) {
   const auto& c = o.config;
   nlohmann::json params = c.to_json();
   params["run"] = r.to_json();
@@ -43,7 +45,6 @@ void write_products(const PipelineOptions& o, const pipeline::PipelineResult& r)
                             {"input", o.in},
                             {"parameters", c.to_json()},
                             {"result", r.to_json()}};
-  OutputFolder folder(o.out);
   StagedOutputs staged;
   const auto path = [&](const char* name) {
     return (std::filesystem::path(o.out) / name).string();
@@ -62,6 +63,7 @@ void run(PipelineOptions& o, const dist::Comm& comm) {
   auto& sc = c.search;
   Backend backend = Backend::automatic;
   std::unique_ptr<io::GuppiReader> reader;
+  std::optional<OutputFolder> folder;
   std::exception_ptr error;
   try {  // usage errors (exit 2) before the file is opened, on every rank alike
     apply_search_options(sc, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
@@ -81,11 +83,15 @@ void run(PipelineOptions& o, const dist::Comm& comm) {
     }
     c.validate();
     backend = parse_backend(o.backend);
-    // The products' folder: its parent must exist (checked now, not after a long run).
-    const auto parent = std::filesystem::path(o.out).lexically_normal().parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent))
-      fail(ErrorCategory::io, "cannot create '{}': the folder '{}' does not exist", o.out,
-           parent.string());
+    // The products' folders, now rather than after a long run: --json's must exist; --out is
+    // made (or found) by rank 0, and removed again if the run fails.
+    if (!o.json.empty()) {
+      const auto dir = parent_folder(o.json);
+      if (!dir.empty() && !std::filesystem::is_directory(dir))
+        fail(ErrorCategory::io, "cannot write '{}': the folder '{}' does not exist", o.json,
+             dir.string());
+    }
+    if (comm.is_root()) folder.emplace(o.out);
     reader = std::make_unique<io::GuppiReader>(o.in);  // GUPPI raw (it needs the block count)
   } catch (...) {
     error = std::current_exception();
@@ -97,7 +103,7 @@ void run(PipelineOptions& o, const dist::Comm& comm) {
   // Rank 0 writes the products, all or none; every rank learns whether that worked.
   if (comm.is_root()) {
     try {
-      write_products(o, r);
+      write_products(o, r, *folder);
     } catch (...) {
       error = std::current_exception();
     }
@@ -116,14 +122,16 @@ void run(PipelineOptions& o, const dist::Comm& comm) {
       r.backend, r.algorithm, r.seconds_total, r.observation_s,
       r.seconds_total > 0 ? r.observation_s / r.seconds_total : 0.0, r.seconds_read,
       r.seconds_beamform, r.seconds_search);
-  fmt::print(
-      "copied {} bytes to the device, {} bytes back (the beams: {} bytes, {} device to device)\n",
-      r.bytes_to_device, r.bytes_from_device, r.beam_bytes, r.bytes_device_to_device);
-  if (r.workers > 1)
+  if (r.backend == "cuda")
     fmt::print(
-        "{} workers ({} rank(s)), split by {}: {} bytes of beam rows between devices, {} "
-        "between ranks\n",
-        r.workers, r.ranks, r.split, r.bytes_between_devices, r.bytes_between_ranks);
+        "copied {} bytes to the device, {} bytes back (the beams: {} bytes, {} device to "
+        "device)\n",
+        r.bytes_to_device, r.bytes_from_device, r.beam_bytes, r.bytes_device_to_device);
+  if (r.workers > 1)
+    fmt::print("{} workers ({} rank(s)), split by {}: {} bytes of beam rows between {}\n",
+               r.workers, r.ranks, r.split,
+               r.ranks > 1 ? r.bytes_between_ranks : r.bytes_between_devices,
+               r.ranks > 1 ? "ranks" : "devices");
   fmt::print("{} candidate(s) -> {}\n", r.candidates.size(), o.out);
   print_candidates(r.candidates, h.tsamp, o.top);
   const std::size_t n = o.top > 0 ? std::min(r.candidates.size(), static_cast<std::size_t>(o.top))

@@ -17,13 +17,24 @@ namespace warpbeam::cli {
 /// The folder of a command's products (`--out DIR`): made if missing — its parent must exist, so a
 /// typo does not create a tree of folders — and removed again with whatever is in it when the
 /// command fails before keep() (a failed run leaves no folder it made). Throws Error(io).
+/// The folder holding `path` (a file, or a folder given with or without a trailing '/'): "" for
+/// a bare name in the working folder.
+inline std::filesystem::path parent_folder(const std::string& path) {
+  std::filesystem::path p = std::filesystem::path(path).lexically_normal();
+  if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
+  return p.parent_path();
+}
+
 class OutputFolder {
  public:
   explicit OutputFolder(const std::string& dir) : dir_(dir) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (fs::is_directory(dir_, ec)) return;
-    const fs::path parent = fs::path(dir_).lexically_normal().parent_path();
+    if (fs::exists(dir_, ec))
+      throw Error(ErrorCategory::io,
+                  "cannot use '" + dir_ + "' as the output folder: it is a file");
+    const fs::path parent = parent_folder(dir_);
     if (!parent.empty() && parent != fs::path(dir_).root_path() && !fs::is_directory(parent, ec))
       throw Error(ErrorCategory::io, "cannot create '" + dir_ + "': the folder '" +
                                          parent.string() + "' does not exist");

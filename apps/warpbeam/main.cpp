@@ -11,7 +11,9 @@
 
 namespace {
 
+// Under mpirun every rank parses the same command line: rank 0 alone reports a usage error.
 int usage_error(const std::string& msg) {
+  if (warpbeam::launcher_rank() != 0) return 2;
   fmt::print(stderr, "warpbeam: error: {}\n", msg);
   fmt::print(stderr, "Run with --help for more information.\n");
   return 2;

@@ -47,6 +47,9 @@ class Error : public std::runtime_error {
 /// Reports a non-fatal problem (e.g. a trailing partial sample row that was dropped). The default
 /// handler prints "warpbeam: warning: MESSAGE" to stderr; tests may install their own.
 void warn(const std::string& message);
+/// This process's rank when an MPI launcher started it (OMPI_COMM_WORLD_RANK, PMIX_RANK or
+/// PMI_RANK in the environment), else 0; readable before MPI is initialised.
+int launcher_rank();
 using WarningHandler = void (*)(const std::string& message);
 /// Installs `h` (nullptr restores the default) and returns the previous handler.
 WarningHandler set_warning_handler(WarningHandler h);

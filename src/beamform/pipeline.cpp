@@ -320,16 +320,28 @@ class PipelineExecutor {
   // rank, this process being worker `rank`.
   void plan_parts() {
     const int nbeams = bf_.nbeams, nchans = bf_.nchans;
-    split_ = cfg_.split == Split::beams ? Split::beams : Split::channels;
+    const int wanted = comm_.size() > 1 ? comm_.size()
+                       : backend_ == Backend::cuda
+                           ? std::max<int>(1, static_cast<int>(cfg_.devices.size()))
+                           : 1;
+    // auto: channels, unless there are more workers than channels (and enough beams).
+    split_ = cfg_.split;
+    if (split_ == Split::automatic)
+      split_ = wanted > nchans && wanted <= nbeams ? Split::beams : Split::channels;
     std::vector<int> devices;  // of this process's workers
     int n = 1;
     if (comm_.size() > 1) {
       n = comm_.size();
-      const int most = split_ == Split::beams ? nbeams : std::min(nbeams, nchans);
-      if (n > most)
+      if (n > nbeams)
         fail(ErrorCategory::invalid_argument,
-             "{} ranks for {} beams and {} channels: the {} split needs at most {} ranks", n,
-             nbeams, nchans, to_string(split_), most);
+             "{} ranks for {} beams: every rank searches at least one beam (use at most {} "
+             "ranks, or more beams)",
+             n, nbeams, nbeams);
+      if (split_ == Split::channels && n > nchans)
+        fail(ErrorCategory::invalid_argument,
+             "{} ranks for {} channels: the channels split gives every rank at least one "
+             "channel (use --split beams, or at most {} ranks)",
+             n, nchans, nchans);
       devices = backend_ == Backend::cuda ? dist::local_devices(Backend::cuda, cfg_.devices, comm_)
                                           : std::vector<int>{-1};
       local_ = {comm_.rank()};

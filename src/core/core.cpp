@@ -1,5 +1,7 @@
 #include "warpbeam/core.hpp"
 
+#include <cstdlib>
+
 #include <span>
 
 #include <cstdio>
@@ -27,9 +29,17 @@ std::string_view to_string(ErrorCategory c) {
   return "unknown";
 }
 
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
+  return 0;
+}
+
 namespace {
+// Under mpirun every rank sees the same input and would print the same warning: rank 0 alone
+// prints (the launcher's rank, so that it holds before MPI starts).
 void default_warning(const std::string& message) {
-  fmt::print(stderr, "warpbeam: warning: {}\n", message);
+  if (launcher_rank() == 0) fmt::print(stderr, "warpbeam: warning: {}\n", message);
 }
 WarningHandler g_warning_handler = nullptr;
 }  // namespace

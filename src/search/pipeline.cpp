@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -145,6 +146,15 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
                                    : std::max({std::int64_t{1} << 17, 2 * std::int64_t{L.max_delay},
                                                kMinBoxcars * widest_target});
   gulp = std::min(gulp, L.nout);
+  if (cfg.gulp > 0 && gulp < L.nout && gulp < kMinBoxcars * widest_target) {
+    static std::atomic<bool> warned{false};  // once per process (plans are made per worker)
+    if (!warned.exchange(true))
+      warn(
+          fmt::format("--gulp {} is shorter than the {} samples a gulp needs for {} boxcars of "
+                      "the widest width the baseline allows ({} samples): the per-gulp "
+                      "statistics get noisy and pulses can be missed; --gulp 0 picks a gulp",
+                      cfg.gulp, kMinBoxcars * widest_target, kMinBoxcars, widest_target));
+  }
   const std::int64_t min_gulp =
       std::min<std::int64_t>(L.nout, std::max<std::int64_t>(L.margin, 4096));
   auto plane_len = [&](std::int64_t g) { return std::min(g + 2 * L.margin, L.nout); };
