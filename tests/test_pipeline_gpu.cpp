@@ -65,6 +65,18 @@ void expect_contains(const std::vector<search::Candidate>& a,
               moved);
 }
 
+// The same candidates in the same order: beam, sample, DM trial and S/N equal.
+void expect_identical(const std::vector<search::Candidate>& a,
+                      const std::vector<search::Candidate>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].beam, b[i].beam) << i;
+    EXPECT_EQ(a[i].sample, b[i].sample) << i;
+    EXPECT_EQ(a[i].dm_trial, b[i].dm_trial) << i;
+    EXPECT_EQ(a[i].snr, b[i].snr) << i;
+  }
+}
+
 }  // namespace
 
 TEST(PipelineGpu, CudaMatchesCpuAndKeepsTheBeamsOnTheGpu) {
@@ -106,13 +118,7 @@ TEST(PipelineGpu, OneAndTwoSearchStreamsGiveTheSameCandidates) {
   const auto one = run(c, Backend::cuda);
   c.search.gpu_streams = 2;
   const auto two = run(c, Backend::cuda);
-  ASSERT_EQ(one.candidates.size(), two.candidates.size());
-  for (std::size_t i = 0; i < one.candidates.size(); ++i) {
-    EXPECT_EQ(one.candidates[i].beam, two.candidates[i].beam) << i;
-    EXPECT_EQ(one.candidates[i].sample, two.candidates[i].sample) << i;
-    EXPECT_EQ(one.candidates[i].dm_trial, two.candidates[i].dm_trial) << i;
-    EXPECT_EQ(one.candidates[i].snr, two.candidates[i].snr) << i;
-  }
+  expect_identical(one.candidates, two.candidates);
 }
 
 // --gpus: the work split over devices (issue 7) gives the same candidates as one device, for
@@ -205,14 +211,8 @@ TEST(PipelineGpu, PinnedBlocksGiveTheSameCandidatesAndMayBeReusedAtOnce) {
     }
     const auto direct = plan.finish();
     SCOPED_TRACE(std::to_string(devs.size()) + " share(s)");
-    ASSERT_EQ(direct.candidates.size(), pageable.candidates.size());
     ASSERT_FALSE(direct.candidates.empty());
-    for (std::size_t i = 0; i < direct.candidates.size(); ++i) {
-      EXPECT_EQ(direct.candidates[i].beam, pageable.candidates[i].beam) << i;
-      EXPECT_EQ(direct.candidates[i].sample, pageable.candidates[i].sample) << i;
-      EXPECT_EQ(direct.candidates[i].dm_trial, pageable.candidates[i].dm_trial) << i;
-      EXPECT_EQ(direct.candidates[i].snr, pageable.candidates[i].snr) << i;
-    }
+    expect_identical(direct.candidates, pageable.candidates);
   }
   EXPECT_FALSE(is_pinned_host(blocks.front().data()));
 }

@@ -69,12 +69,8 @@ void run_das(const DasOptions& o) {
     fail(ErrorCategory::invalid_argument, "--npy {}: expected a .npy file", o.npy);
   // The products' folders must exist before the beamforming (a product written and a second one
   // failing would leave a partial set).
-  for (const std::string* out : {&o.out, &o.npy}) {
-    const auto dir = std::filesystem::path(*out).parent_path();
-    if (!out->empty() && !dir.empty() && !std::filesystem::is_directory(dir))
-      fail(ErrorCategory::io, "cannot write '{}': the folder '{}' does not exist", *out,
-           dir.string());
-  }
+  for (const std::string* out : {&o.out, &o.npy})
+    require_parent_folder(*out);
   das::SliceAxis axis = das::SliceAxis::y;
   std::int64_t slice_index = -1;
   if (!o.slice.empty()) {

@@ -67,7 +67,6 @@ void run(PipelineOptions& o, const dist::Comm& comm) {
   std::exception_ptr error;
   try {  // usage errors (exit 2) before the file is opened, on every rank alike
     apply_search_options(sc, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
-    sc.progress = sc.progress && comm.is_root();
     c.integration = o.integrate;
     c.algorithm = beamform::parse_algorithm(o.algorithm);
     c.split = pipeline::parse_split(o.split);
@@ -85,12 +84,7 @@ void run(PipelineOptions& o, const dist::Comm& comm) {
     backend = parse_backend(o.backend);
     // The products' folders, now rather than after a long run: --json's must exist; --out is
     // made (or found) by rank 0, and removed again if the run fails.
-    if (!o.json.empty()) {
-      const auto dir = parent_folder(o.json);
-      if (!dir.empty() && !std::filesystem::is_directory(dir))
-        fail(ErrorCategory::io, "cannot write '{}': the folder '{}' does not exist", o.json,
-             dir.string());
-    }
+    require_parent_folder(o.json);
     if (comm.is_root()) folder.emplace(o.out);
     reader = std::make_unique<io::GuppiReader>(o.in);  // GUPPI raw (it needs the block count)
   } catch (...) {

@@ -81,13 +81,8 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
            "--device {} and --gpus {}: give one (--gpus lists the devices sharing the work)",
            c.device, o.gpus);
     // The products' folders must exist: fail now, not after a long search.
-    for (const std::string* out : {&o.output, &o.json}) {
-      if (out->empty()) continue;
-      const auto dir = std::filesystem::path(*out).parent_path();
-      if (!dir.empty() && !std::filesystem::is_directory(dir))
-        fail(ErrorCategory::io, "cannot write '{}': the folder '{}' does not exist", *out,
-             dir.string());
-    }
+    for (const std::string* out : {&o.output, &o.json})
+      require_parent_folder(*out);
     dc.files = o.paths;
     dc.search = c;
     dc.backend = parse_backend(o.backend);

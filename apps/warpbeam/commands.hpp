@@ -25,6 +25,16 @@ inline std::filesystem::path parent_folder(const std::string& path) {
   return p.parent_path();
 }
 
+/// A product `path` (a file) can be written only into an existing folder: checked before a long
+/// run rather than after it. No-op for an empty path. Throws Error(io) naming both.
+inline void require_parent_folder(const std::string& path) {
+  if (path.empty()) return;
+  const auto dir = parent_folder(path);
+  if (!dir.empty() && !std::filesystem::is_directory(dir))
+    throw Error(ErrorCategory::io,
+                "cannot write '" + path + "': the folder '" + dir.string() + "' does not exist");
+}
+
 class OutputFolder {
  public:
   explicit OutputFolder(const std::string& dir) : dir_(dir) {
