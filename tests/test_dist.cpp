@@ -247,6 +247,8 @@ TEST(Comm, AWorldOfOneGathersItsOwnAndRethrowsItsErrors) {
   EXPECT_EQ(w.gather("abc"), (std::vector<std::string>{"abc"}));
   EXPECT_EQ(w.allgather("xy"), (std::vector<std::string>{"xy"}));
   EXPECT_EQ(w.broadcast("z"), "z");
+  EXPECT_EQ(w.alltoall({"to me"}), (std::vector<std::string>{"to me"}));
+  EXPECT_THROW(w.alltoall({"a", "b"}), Error);  // one message per rank
   EXPECT_NO_THROW(w.agree(nullptr));
   try {
     w.agree(std::make_exception_ptr(Error(ErrorCategory::format, "bad header in 'x.fil'")));
@@ -346,6 +348,15 @@ TEST(DistSearch, Burst28SplitOverWorkersWritesTheSameCand) {
 
 // With gulps of 1024 samples burst_28.fil has 3 gulps: 2 or 3 workers cut it in time (each
 // reads, cleans and searches only its gulps), 5 cut its DM trials; all write one worker's .cand.
+TEST(SearchSlices, AGulpSpanOutsideTheSearchIsAnError) {
+  namespace sd = search::detail;
+  EXPECT_EQ((sd::GulpSpan{}.resolve(5)), (std::pair<std::int64_t, std::int64_t>{0, 5}));
+  EXPECT_EQ((sd::GulpSpan{2, 4}.resolve(5)), (std::pair<std::int64_t, std::int64_t>{2, 4}));
+  for (const sd::GulpSpan bad : {sd::GulpSpan{-1, 2}, sd::GulpSpan{3, 3}, sd::GulpSpan{4, 2},
+                                 sd::GulpSpan{0, 6}, sd::GulpSpan{5, -1}})
+    EXPECT_THROW(bad.resolve(5), Error) << bad.begin << " " << bad.end;
+}
+
 TEST(DistSearch, Burst28CutInTimeWritesTheSameCand) {
   WB_REQUIRE_DATA("filterbank/burst_28.fil");
   const std::vector<std::string> files = {wbtest::data_file("filterbank/burst_28.fil")};
@@ -564,6 +575,19 @@ TEST(DistCli, ImageGpusIsCheckedBeforeAnyFile) {
     EXPECT_EQ(e.exit_code, 2) << e.err;
     EXPECT_NE(e.err.find(b.word), std::string::npos) << e.err;
     EXPECT_FALSE(std::filesystem::exists(dir.file("img")));
+  }
+}
+
+// The scaling benchmark's options are checked before anything is simulated: no record written.
+TEST(DistCli, ScalingBenchmarkRejectsBadOptions) {
+  wbtest::TempDir dir;
+  for (const char* bad : {"--files 0", "--files 65", "--workers 0", "--file-samples 10"}) {
+    const auto r = wbtest::run_cli(std::string("bench search-scaling --backend cpu ") + bad +
+                                   " --json '" + dir.file("s.json") + "'");
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("s.json"))) << bad;
   }
 }
 

@@ -198,6 +198,7 @@ TEST(PipelineCli, BadInputsGiveClearErrorsAndNoOutput) {
   expect_fail(obs.raw, beams + i8 + " --snr-min -1", 2, "--snr-min");
   expect_fail(obs.raw, beams + " --integrate 3000", 2, "--integrate");
   expect_fail(obs.raw, beams + i8 + " --gpus 0", 2, "--gpus");
+  expect_fail(obs.raw, beams + i8 + " --split sideways", 2, "--split");
   // A missing file.
   expect_fail(dir.file("nope.raw"), beams + i8, 1, "nope.raw");
   // Beams shorter than the dispersion delay.
