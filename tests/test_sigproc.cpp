@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "test_util.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 #include "warpbeam/io/sigproc.hpp"
 #include "warpbeam/unpack.hpp"
 
@@ -167,6 +168,27 @@ TEST(SigprocData, GulpedReadEqualsWholeRead) {
     pos += got;
   EXPECT_EQ(pos, r.header().nsamples);
   EXPECT_EQ(all, g);
+}
+
+TEST(SigprocData, OpenFilterbankReadsWhatTheSigprocReaderReads) {
+  WB_REQUIRE_DATA("filterbank/parkes_2bit.fil");
+  const std::string path = wbtest::data_file("filterbank/parkes_2bit.fil");
+  FilterbankReader r(path);
+  const auto src = warpbeam::io::open_filterbank(path);
+  EXPECT_EQ(src->format(), "SIGPROC filterbank");
+  EXPECT_EQ(src->header().nsamples, r.header().nsamples);
+  EXPECT_EQ(src->header().nchans, r.header().nchans);
+  EXPECT_EQ(src->header().nbits, 2);
+  const std::int64_t n = 1000, row = static_cast<std::int64_t>(r.header().bytes_per_sample());
+  std::vector<std::uint8_t> a(static_cast<std::size_t>(n * row)), b(a.size(), 0xAB);
+  r.seek(517);
+  src->seek(517);
+  ASSERT_EQ(r.read_raw(n, a.data()), n);
+  ASSERT_EQ(src->read_raw(n, b.data()), n);
+  EXPECT_EQ(src->position(), 517 + n);
+  EXPECT_EQ(a, b);
+  EXPECT_THROW(src->seek(src->header().nsamples + 1), warpbeam::Error);
+  EXPECT_THROW(warpbeam::io::open_filterbank(path + ".missing"), warpbeam::Error);
 }
 
 TEST(Sigproc, RoundTripEveryNbitsBothFoffSigns) {

@@ -63,8 +63,9 @@ nlohmann::json to_json(const FilterbankHeader& h);
 /// Reads and validates the header of `path` (and counts nsamples from the file size).
 FilterbankHeader read_filterbank_header(const std::string& path);
 
-/// Reads a filterbank file in gulps of time samples, so files larger than memory work.
+/// Reads a SIGPROC filterbank file in gulps of time samples, so files larger than memory work.
 /// A data section that ends in a partial row is read up to the last whole row, with a warning.
+/// (open_filterbank() in filterbank_source.hpp reads any supported format.)
 class FilterbankReader {
  public:
   /// Opens and validates; throws Error(io) for a missing file, Error(format) for a bad header.
