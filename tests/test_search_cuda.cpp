@@ -342,8 +342,7 @@ TEST(SearchRfiGpu, CleaningMatchesTheCpu) {
         for (std::int64_t t = 0; t < rows; ++t)
           std::memset(raw.data() + t * row_bytes + 5 * (k.nbits / 8), 0x3C, k.nbits / 8);
       RfiConfig cfg;
-      cfg.zap.assign(static_cast<std::size_t>(nchans), 0);
-      cfg.zap[0] = cfg.zap[40] = 1;
+      cfg.zap = ChannelMask({0, 40});
       cfg.zero_dm = zero_dm;
       // CPU: unpack row by row, clean.
       std::vector<float> ref(static_cast<std::size_t>(rows * nchans));
