@@ -1,5 +1,6 @@
 // The coherent multi-beam beamformer: BeamformConfig -> BeamformPlan -> set_weights, execute.
 #include <fmt/format.h>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -137,8 +138,8 @@ void bind_beamform(nb::module_& m) {
       .def_prop_ro("effective_weights", [](const PyBeamformer& b) {
         const auto& c = b.plan().config();
         auto w = b.plan().effective_weights();
-        return to_numpy(std::move(w), {std::size_t(c.nchans), std::size_t(c.npol),
-                                       std::size_t(c.nbeams), std::size_t(c.nantennas)});
+        return nb::cast(to_numpy(std::move(w), {std::size_t(c.nchans), std::size_t(c.npol),
+                                       std::size_t(c.nbeams), std::size_t(c.nantennas)}));
       });
 
   m.def(

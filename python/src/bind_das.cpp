@@ -264,7 +264,7 @@ void bind_das(nb::module_& m) {
       .def_prop_ro("tx_delays", [](const PyDasPlan& p) {
         auto v = p.plan().tx_delays();
         const auto n = std::size_t(p.plan().config().nvoxels());
-        return to_numpy(std::move(v), {v.size() / n, n});
+        return nb::cast(to_numpy(std::move(v), {v.size() / n, n}));
       });
 
   m.def(

@@ -195,7 +195,7 @@ void bind_dedisp(nb::module_& m) {
                    [](const PyDedisperser& d) {
                      auto v = d.delays();
                      const std::size_t nch = std::size_t(d.config().nchans);
-                     return to_numpy(std::move(v), {v.size() / nch, nch});
+                     return nb::cast(to_numpy(std::move(v), {v.size() / nch, nch}));
                    })
       .def_prop_ro("backend",
                    [](const PyDedisperser& d) { return std::string(to_string(d.backend())); })

@@ -123,9 +123,9 @@ void bind_epic(nb::module_& m) {
                    [](const PyEpic& e) {
                      auto g = e.plan().grid_correction();
                      const auto& c = e.plan().config();
-                     return to_numpy(std::move(g), {std::size_t(c.nchan),
+                     return nb::cast(to_numpy(std::move(g), {std::size_t(c.nchan),
                                                     std::size_t(c.grid_size),
-                                                    std::size_t(c.grid_size)});
+                                                    std::size_t(c.grid_size)}));
                    })
       .def(
           "footprint",
