@@ -7,12 +7,22 @@ namespace wbpy {
 std::string dtype_name(nb::dlpack::dtype d) {
   const char* kind = "?";
   switch (static_cast<nb::dlpack::dtype_code>(d.code)) {
-    case nb::dlpack::dtype_code::Int: kind = "int"; break;
-    case nb::dlpack::dtype_code::UInt: kind = "uint"; break;
-    case nb::dlpack::dtype_code::Float: kind = "float"; break;
-    case nb::dlpack::dtype_code::Complex: kind = "complex"; break;
-    case nb::dlpack::dtype_code::Bool: return "bool";
-    default: break;
+    case nb::dlpack::dtype_code::Int:
+      kind = "int";
+      break;
+    case nb::dlpack::dtype_code::UInt:
+      kind = "uint";
+      break;
+    case nb::dlpack::dtype_code::Float:
+      kind = "float";
+      break;
+    case nb::dlpack::dtype_code::Complex:
+      kind = "complex";
+      break;
+    case nb::dlpack::dtype_code::Bool:
+      return "bool";
+    default:
+      break;
   }
   return fmt::format("{}{}", kind, d.bits);
 }
@@ -23,8 +33,8 @@ Space space_of(const A& a, const char* name) {
   if (t == nb::device::cpu::value || t == nb::device::cuda_host::value) return Space::host;
   if (t == nb::device::cuda::value || t == nb::device::cuda_managed::value) return Space::device;
   throw nb::type_error(
-      fmt::format("{}: arrays on DLPack device type {} are not supported (host or CUDA only)",
-                  name, t)
+      fmt::format("{}: arrays on DLPack device type {} are not supported (host or CUDA only)", name,
+                  t)
           .c_str());
 }
 template Space space_of(const InArray&, const char*);
@@ -42,8 +52,8 @@ void require_shape(const A& a, const std::vector<std::int64_t>& shape, const cha
     std::vector<std::string> want;
     for (auto s : shape)
       want.push_back(s < 0 ? "any" : std::to_string(s));
-    throw nb::value_error(fmt::format("{}: shape ({}), expected ({})", name,
-                                      fmt::join(got, ", "), fmt::join(want, ", "))
+    throw nb::value_error(fmt::format("{}: shape ({}), expected ({})", name, fmt::join(got, ", "),
+                                      fmt::join(want, ", "))
                               .c_str());
   }
   std::int64_t s = 1;
@@ -52,7 +62,8 @@ void require_shape(const A& a, const std::vector<std::int64_t>& shape, const cha
       throw nb::value_error(
           fmt::format("{}: the array is not C-contiguous (strides in elements ({})); pass a "
                       "row-major copy (numpy/cupy.ascontiguousarray, tensor.contiguous())",
-                      name, [&] {
+                      name,
+                      [&] {
                         std::vector<std::int64_t> st(a.ndim());
                         for (std::size_t k = 0; k < a.ndim(); ++k)
                           st[k] = a.stride(k);

@@ -52,16 +52,17 @@ class PyBeamformer {
       throw nb::value_error(
           fmt::format("voltages: shape {} with {}-byte items: expected {} channels x {} samples "
                       "x {} bytes per time row ({} antennas x {} pols, {})",
-                      nb::cast<std::string>(nb::str(nb::cast(in).attr("shape"))),
-                      in.itemsize(), c.nchans, c.nsamples, c.row_bytes(), c.nantennas, c.npol,
+                      nb::cast<std::string>(nb::str(nb::cast(in).attr("shape"))), in.itemsize(),
+                      c.nchans, c.nsamples, c.row_bytes(), c.nantennas, c.npol,
                       warpbeam::to_string(c.sample_type))
               .c_str());
     auto vout = view_of<float, 4>(out, c.output_shape(), "out");
     const Space sp = vout.space;
     const bool cuda = plan_->backend() == warpbeam::Backend::cuda;
     if (sp == Space::device && !cuda)
-      throw nb::value_error("voltages: a CUDA array given to a Beamformer made for the cpu "
-                            "backend");
+      throw nb::value_error(
+          "voltages: a CUDA array given to a Beamformer made for the cpu "
+          "backend");
     if (sp == Space::device && in.device_id() != device_)
       throw nb::value_error(fmt::format("voltages: on CUDA device {} but the Beamformer runs on "
                                         "device {}",
@@ -76,15 +77,14 @@ class PyBeamformer {
       return;
     }
     const warpbeam::Stream stream = borrowed_stream(stream_ptr);
-    run_on_device(vin.data, static_cast<std::size_t>(vin.size()), vout.data,
-                  sizeof(float) * vout.size(), sp == Space::host,
-                  sp == Space::device ? &stream : nullptr,
-                  [&](const void* din, void* dout, const warpbeam::Stream* s) {
-                    plan_->execute(
-                        View<const std::uint8_t, 3>(static_cast<const std::uint8_t*>(din),
-                                                    vin.shape, Space::device),
-                        View<float, 4>(static_cast<float*>(dout), vout.shape, Space::device), s);
-                  });
+    run_on_device(
+        vin.data, static_cast<std::size_t>(vin.size()), vout.data, sizeof(float) * vout.size(),
+        sp == Space::host, sp == Space::device ? &stream : nullptr,
+        [&](const void* din, void* dout, const warpbeam::Stream* s) {
+          plan_->execute(View<const std::uint8_t, 3>(static_cast<const std::uint8_t*>(din),
+                                                     vin.shape, Space::device),
+                         View<float, 4>(static_cast<float*>(dout), vout.shape, Space::device), s);
+        });
   }
 
  private:
@@ -130,16 +130,15 @@ void bind_beamform(nb::module_& m) {
                    [](const PyBeamformer& b) { return b.plan().config().output_shape(); })
       .def_prop_ro("backend",
                    [](const PyBeamformer& b) { return std::string(to_string(b.plan().backend())); })
-      .def_prop_ro("algorithm",
-                   [](const PyBeamformer& b) {
-                     return std::string(bf::to_string(b.plan().algorithm()));
-                   })
+      .def_prop_ro(
+          "algorithm",
+          [](const PyBeamformer& b) { return std::string(bf::to_string(b.plan().algorithm())); })
       .def_prop_ro("device", &PyBeamformer::device)
       .def_prop_ro("effective_weights", [](const PyBeamformer& b) {
         const auto& c = b.plan().config();
         auto w = b.plan().effective_weights();
         return nb::cast(to_numpy(std::move(w), {std::size_t(c.nchans), std::size_t(c.npol),
-                                       std::size_t(c.nbeams), std::size_t(c.nantennas)}));
+                                                std::size_t(c.nbeams), std::size_t(c.nantennas)}));
       });
 
   m.def(
@@ -158,8 +157,8 @@ void bind_beamform(nb::module_& m) {
           beams.push_back({bf::Frame::azel, d.data[2 * i], d.data[2 * i + 1], ""});
         std::vector<double> freqs(f.data, f.data + f.shape[0]);
         auto w = bf::compute_weights(g, beams, freqs, npol);
-        return to_numpy(std::move(w), {freqs.size(), std::size_t(npol), beams.size(),
-                                       std::size_t(p.shape[0])});
+        return to_numpy(std::move(w),
+                        {freqs.size(), std::size_t(npol), beams.size(), std::size_t(p.shape[0])});
       },
       nb::arg("positions"), nb::arg("freqs_hz"), nb::arg("directions"), nb::arg("npol") = 1);
   m.attr("SPEED_OF_LIGHT") = bf::kSpeedOfLight;

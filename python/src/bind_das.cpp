@@ -1,4 +1,5 @@
 // Ultrasound delay-and-sum: DasConfig -> DasPlan -> execute, on host or CUDA arrays.
+#include <chrono>
 #include <complex>
 #include <optional>
 
@@ -29,8 +30,7 @@ std::vector<das::Vec3> points_of(const InArray& a, const char* name) {
 }
 
 template <class T>
-std::vector<T> values_of(const InArray& a, std::int64_t rows, std::int64_t cols,
-                         const char* name) {
+std::vector<T> values_of(const InArray& a, std::int64_t rows, std::int64_t cols, const char* name) {
   const auto v = view_of<const T, 2>(a, {rows, cols}, name);
   if (v.space != Space::host) throw nb::value_error(fmt::format("{}: host array", name).c_str());
   return std::vector<T>(v.data, v.data + v.size());
@@ -39,8 +39,7 @@ std::vector<T> values_of(const InArray& a, std::int64_t rows, std::int64_t cols,
 // A plan with the device it was made on (CUDA plans run on that device only).
 class PyDasPlan {
  public:
-  PyDasPlan(das::DasConfig c, const std::string& backend, int device)
-      : device_(device) {
+  PyDasPlan(das::DasConfig c, const std::string& backend, int device) : device_(device) {
     const auto b = warpbeam::parse_backend(backend);
     const auto resolved = warpbeam::resolve_backend(b);
     if (resolved == warpbeam::Backend::cuda) {
@@ -82,6 +81,28 @@ class PyDasPlan {
     }
   }
 
+  /// `repeats` plan executions on already checked device arrays (no staging), as the C++ API
+  /// caller would make them; for the call-overhead benchmark. Called without the GIL.
+  void execute_unchecked(const InArray& data, OutArray& out, std::uintptr_t stream_ptr,
+                         int repeats) const {
+    const warpbeam::Stream stream = borrowed_stream(stream_ptr);
+    const bool dev = plan_->backend() == warpbeam::Backend::cuda;
+    const Space sp = dev ? Space::device : Space::host;
+    View<std::complex<float>, 2> vout(static_cast<std::complex<float>*>(out.data()),
+                                      plan_->output_shape(), sp);
+    for (int i = 0; i < repeats; ++i) {
+      if (plan_->config().sample_type == das::SampleType::rf)
+        plan_->execute(
+            View<const float, 4>(static_cast<const float*>(data.data()), plan_->input_shape(), sp),
+            vout, dev ? &stream : nullptr);
+      else
+        plan_->execute(
+            View<const std::complex<float>, 4>(static_cast<const std::complex<float>*>(data.data()),
+                                               plan_->input_shape(), sp),
+            vout, dev ? &stream : nullptr);
+    }
+  }
+
  private:
   template <class T>
   void run(View<const T, 4> in, View<std::complex<float>, 2> out, bool staged,
@@ -96,12 +117,11 @@ class PyDasPlan {
     run_on_device(in.data, sizeof(T) * in.size(), out.data, sizeof(out.data[0]) * out.size(),
                   staged, sp == Space::device ? &stream : nullptr,
                   [&](const void* din, void* dout, const warpbeam::Stream* s) {
-                    plan_->execute(View<const T, 4>(static_cast<const T*>(din), in.shape,
-                                                    Space::device),
-                                   View<std::complex<float>, 2>(
-                                       static_cast<std::complex<float>*>(dout), out.shape,
-                                       Space::device),
-                                   s);
+                    plan_->execute(
+                        View<const T, 4>(static_cast<const T*>(din), in.shape, Space::device),
+                        View<std::complex<float>, 2>(static_cast<std::complex<float>*>(dout),
+                                                     out.shape, Space::device),
+                        s);
                   });
   }
   int device_ = -1;
@@ -222,9 +242,12 @@ void bind_das(nb::module_& m) {
             cfg.c = c;
             cfg.probe.positions = points_of(elements, "elements");
             for (const auto& k : kinds) {
-              if (k == "point") cfg.probe.kinds.push_back(das::ElementKind::point);
-              else if (k == "line_x") cfg.probe.kinds.push_back(das::ElementKind::line_x);
-              else if (k == "line_y") cfg.probe.kinds.push_back(das::ElementKind::line_y);
+              if (k == "point")
+                cfg.probe.kinds.push_back(das::ElementKind::point);
+              else if (k == "line_x")
+                cfg.probe.kinds.push_back(das::ElementKind::line_x);
+              else if (k == "line_y")
+                cfg.probe.kinds.push_back(das::ElementKind::line_y);
               else
                 throw nb::value_error(
                     fmt::format("element_kinds: '{}' (point, line_x or line_y)", k).c_str());
@@ -232,8 +255,7 @@ void bind_das(nb::module_& m) {
             cfg.voxels = points_of(voxels, "grid");
             cfg.transmits = std::move(transmits);
             if (tx_delays)
-              cfg.tx_delays =
-                  values_of<double>(*tx_delays, -1, cfg.nvoxels(), "tx_delays");
+              cfg.tx_delays = values_of<double>(*tx_delays, -1, cfg.nvoxels(), "tx_delays");
             if (tx_weights)
               cfg.tx_weights = values_of<float>(*tx_weights, -1, cfg.nvoxels(), "tx_weights");
             cfg.fnumber = fnumber;
@@ -245,18 +267,37 @@ void bind_das(nb::module_& m) {
             new (self) PyDasPlan(std::move(cfg), backend, device);
           },
           nb::arg("sample_type"), nb::arg("batch"), nb::arg("nsamples"), nb::arg("fs"),
-          nb::arg("fc"), nb::arg("t0"), nb::arg("c"), nb::arg("elements"),
-          nb::arg("element_kinds"), nb::arg("voxels"), nb::arg("transmits"),
-          nb::arg("tx_delays").none(), nb::arg("tx_weights").none(), nb::arg("fnumber").none(),
-          nb::arg("window"), nb::arg("tukey_alpha"), nb::arg("algorithm"), nb::arg("storage"),
-          nb::arg("backend"), nb::arg("threads"), nb::arg("device"))
+          nb::arg("fc"), nb::arg("t0"), nb::arg("c"), nb::arg("elements"), nb::arg("element_kinds"),
+          nb::arg("voxels"), nb::arg("transmits"), nb::arg("tx_delays").none(),
+          nb::arg("tx_weights").none(), nb::arg("fnumber").none(), nb::arg("window"),
+          nb::arg("tukey_alpha"), nb::arg("algorithm"), nb::arg("storage"), nb::arg("backend"),
+          nb::arg("threads"), nb::arg("device"))
       .def("execute", &PyDasPlan::execute, nb::arg("data"), nb::arg("out"), nb::arg("stream"))
+      .def(
+          "bench_execute",
+          [](const PyDasPlan& p, const InArray& data, OutArray& out, std::uintptr_t stream,
+             int repeats) {
+            // The C++ side of the call-overhead benchmark: `repeats` execute() calls from C++
+            // (arguments checked once), then one wait for the stream; wall seconds per call.
+            p.execute(data, out, stream);  // checks and warm-up
+            if ((p.plan().backend() == warpbeam::Backend::cuda) !=
+                (space_of(data, "data") == Space::device))
+              throw nb::value_error("data: bench_execute needs the plan's own memory space");
+            nb::gil_scoped_release g;
+            const warpbeam::Stream s = borrowed_stream(stream);
+            if (p.plan().backend() == warpbeam::Backend::cuda) s.synchronize();
+            const auto t0 = std::chrono::steady_clock::now();
+            p.execute_unchecked(data, out, stream, repeats);
+            if (p.plan().backend() == warpbeam::Backend::cuda) s.synchronize();
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                   repeats;
+          },
+          nb::arg("data"), nb::arg("out"), nb::arg("stream"), nb::arg("repeats"))
       .def_prop_ro("backend",
                    [](const PyDasPlan& p) { return std::string(to_string(p.plan().backend())); })
-      .def_prop_ro("algorithm",
-                   [](const PyDasPlan& p) {
-                     return std::string(das::to_string(p.plan().algorithm()));
-                   })
+      .def_prop_ro(
+          "algorithm",
+          [](const PyDasPlan& p) { return std::string(das::to_string(p.plan().algorithm())); })
       .def_prop_ro("device", &PyDasPlan::device)
       .def_prop_ro("input_shape", [](const PyDasPlan& p) { return p.plan().input_shape(); })
       .def_prop_ro("output_shape", [](const PyDasPlan& p) { return p.plan().output_shape(); })
@@ -281,16 +322,15 @@ void bind_das(nb::module_& m) {
         std::vector<std::complex<float>> iq;
         {
           nb::gil_scoped_release g;
-          iq = das::rf_to_iq(static_cast<const float*>(rf.data()), lines, ns, fs, fc, t0,
-                             bandwidth);
+          iq =
+              das::rf_to_iq(static_cast<const float*>(rf.data()), lines, ns, fs, fc, t0, bandwidth);
         }
         std::vector<std::size_t> shape(rf.ndim());
         for (std::size_t i = 0; i < rf.ndim(); ++i)
           shape[i] = rf.shape(i);
         return to_numpy(std::move(iq), shape);
       },
-      nb::arg("rf"), nb::arg("fs"), nb::arg("fc"), nb::arg("t0") = 0.0,
-      nb::arg("bandwidth") = 0.0);
+      nb::arg("rf"), nb::arg("fs"), nb::arg("fc"), nb::arg("t0") = 0.0, nb::arg("bandwidth") = 0.0);
 }
 
 }  // namespace wbpy

@@ -26,22 +26,25 @@ void check_input(const InArray& in, const dd::DedispersionConfig& c, std::int64_
   const auto dt = in.dtype();
   bool ok = false;
   std::int64_t cols = c.nchans;
-  if (c.nbits == 32) ok = dt == nb::dtype<float>();
-  else if (c.nbits == 16) ok = dt == (c.is_signed ? nb::dtype<std::int16_t>() : nb::dtype<std::uint16_t>());
-  else if (c.nbits == 8) ok = dt == nb::dtype<std::uint8_t>() || dt == nb::dtype<std::int8_t>();
+  if (c.nbits == 32)
+    ok = dt == nb::dtype<float>();
+  else if (c.nbits == 16)
+    ok = dt == (c.is_signed ? nb::dtype<std::int16_t>() : nb::dtype<std::uint16_t>());
+  else if (c.nbits == 8)
+    ok = dt == nb::dtype<std::uint8_t>() || dt == nb::dtype<std::int8_t>();
   else {
     ok = dt == nb::dtype<std::uint8_t>();
     cols = row_bytes;  // packed: nchans * nbits / 8 bytes per time sample
   }
   if (!ok)
-    throw nb::type_error(
-        fmt::format("data: dtype {} does not hold {}-bit samples (expected {})",
-                    dtype_name(dt), c.nbits,
-                    c.nbits == 32   ? "float32"
-                    : c.nbits == 16 ? (c.is_signed ? "int16" : "uint16")
-                    : c.nbits == 8  ? "uint8"
-                                    : "uint8 packed bytes, [time][nchans * nbits / 8]")
-            .c_str());
+    throw nb::type_error(fmt::format("data: dtype {} does not hold {}-bit samples (expected {})",
+                                     dtype_name(dt), c.nbits,
+                                     c.nbits == 32   ? "float32"
+                                     : c.nbits == 16 ? (c.is_signed ? "int16" : "uint16")
+                                     : c.nbits == 8
+                                         ? "uint8"
+                                         : "uint8 packed bytes, [time][nchans * nbits / 8]")
+                             .c_str());
   require_shape(in, {-1, cols}, name);
 }
 
@@ -93,16 +96,17 @@ class PyDedisperser {
     const Space sp = vout.space;
     if (sp == Space::device) {
       if (backend_ != warpbeam::Backend::cuda)
-        throw nb::value_error("data: a CUDA array given to a Dedisperser made for the cpu "
-                              "backend");
+        throw nb::value_error(
+            "data: a CUDA array given to a Dedisperser made for the cpu "
+            "backend");
       if (data.device_id() != device_)
         throw nb::value_error(fmt::format("data: on CUDA device {} but the Dedisperser runs on "
                                           "device {}",
                                           data.device_id(), device_)
                                   .c_str());
     }
-    View<const std::uint8_t, 2> vin(static_cast<const std::uint8_t*>(data.data()),
-                                    {n, row_bytes()}, sp);
+    View<const std::uint8_t, 2> vin(static_cast<const std::uint8_t*>(data.data()), {n, row_bytes()},
+                                    sp);
     nb::gil_scoped_release g;
     use_device(device_);
     plan_for(n);
@@ -111,15 +115,14 @@ class PyDedisperser {
       return;
     }
     const warpbeam::Stream stream = borrowed_stream(stream_ptr);
-    run_on_device(vin.data, static_cast<std::size_t>(n * row_bytes()), vout.data,
-                  sizeof(float) * vout.size(), sp == Space::host,
-                  sp == Space::device ? &stream : nullptr,
-                  [&](const void* din, void* dout, const warpbeam::Stream* s) {
-                    plan_->execute(
-                        View<const std::uint8_t, 2>(static_cast<const std::uint8_t*>(din),
-                                                    vin.shape, Space::device),
-                        View<float, 2>(static_cast<float*>(dout), vout.shape, Space::device), s);
-                  });
+    run_on_device(
+        vin.data, static_cast<std::size_t>(n * row_bytes()), vout.data, sizeof(float) * vout.size(),
+        sp == Space::host, sp == Space::device ? &stream : nullptr,
+        [&](const void* din, void* dout, const warpbeam::Stream* s) {
+          plan_->execute(View<const std::uint8_t, 2>(static_cast<const std::uint8_t*>(din),
+                                                     vin.shape, Space::device),
+                         View<float, 2>(static_cast<float*>(dout), vout.shape, Space::device), s);
+        });
   }
 
  private:
@@ -146,8 +149,8 @@ void bind_dedisp(nb::module_& m) {
       "dm_list",
       [](double dm_min, double dm_max, double pulse_width_us, double tolerance, int nchans,
          double tsamp, double fch1, double foff) {
-        auto v = dd::dm_list_dedisp(dm_min, dm_max, pulse_width_us, tolerance, nchans, tsamp,
-                                    fch1, foff);
+        auto v = dd::dm_list_dedisp(dm_min, dm_max, pulse_width_us, tolerance, nchans, tsamp, fch1,
+                                    foff);
         const std::size_t n = v.size();
         return to_numpy(std::move(v), {n});
       },
@@ -185,11 +188,9 @@ void bind_dedisp(nb::module_& m) {
             new (self) PyDedisperser(std::move(c), backend, device);
           },
           nb::arg("nchans"), nb::arg("fch1"), nb::arg("foff"), nb::arg("tsamp"), nb::arg("dms"),
-          nb::arg("nbits"), nb::arg("is_signed"), nb::arg("nsamples"),
-          nb::arg("killmask").none(), nb::arg("backend"), nb::arg("algorithm"),
-          nb::arg("threads"), nb::arg("device"))
-      .def("execute", &PyDedisperser::execute, nb::arg("data"), nb::arg("out"),
-           nb::arg("stream"))
+          nb::arg("nbits"), nb::arg("is_signed"), nb::arg("nsamples"), nb::arg("killmask").none(),
+          nb::arg("backend"), nb::arg("algorithm"), nb::arg("threads"), nb::arg("device"))
+      .def("execute", &PyDedisperser::execute, nb::arg("data"), nb::arg("out"), nb::arg("stream"))
       .def_prop_ro("max_delay", &PyDedisperser::max_delay)
       .def_prop_ro("delays",
                    [](const PyDedisperser& d) {

@@ -33,13 +33,14 @@ class PyEpic {
   void execute(const InArray& in, OutArray& out, std::uintptr_t stream_ptr) const {
     const auto& c = plan_->config();
     require_same_place(in, "voltages", out, "out");
-    const auto vin = view_of<const std::uint8_t, 4>(in, {c.nchan, c.ntime, c.nstand, 2},
-                                                    "voltages");
+    const auto vin =
+        view_of<const std::uint8_t, 4>(in, {c.nchan, c.ntime, c.nstand, 2}, "voltages");
     auto vout = view_of<float, 4>(out, {c.nchan, 4, c.grid_size, c.grid_size}, "out");
     const bool cuda = plan_->backend() == warpbeam::Backend::cuda;
     if (vin.space == Space::device && !cuda)
-      throw nb::value_error("voltages: a CUDA array given to an EpicImager made for the cpu "
-                            "backend");
+      throw nb::value_error(
+          "voltages: a CUDA array given to an EpicImager made for the cpu "
+          "backend");
     if (vin.space == Space::device && in.device_id() != device_)
       throw nb::value_error(fmt::format("voltages: on CUDA device {} but the imager runs on "
                                         "device {}",
@@ -52,15 +53,14 @@ class PyEpic {
       return;
     }
     const warpbeam::Stream stream = borrowed_stream(stream_ptr);
-    run_on_device(vin.data, static_cast<std::size_t>(vin.size()), vout.data,
-                  sizeof(float) * vout.size(), vin.space == Space::host,
-                  vin.space == Space::device ? &stream : nullptr,
-                  [&](const void* din, void* dout, const warpbeam::Stream* s) {
-                    plan_->execute(
-                        View<const std::uint8_t, 4>(static_cast<const std::uint8_t*>(din),
-                                                    vin.shape, Space::device),
-                        View<float, 4>(static_cast<float*>(dout), vout.shape, Space::device), s);
-                  });
+    run_on_device(
+        vin.data, static_cast<std::size_t>(vin.size()), vout.data, sizeof(float) * vout.size(),
+        vin.space == Space::host, vin.space == Space::device ? &stream : nullptr,
+        [&](const void* din, void* dout, const warpbeam::Stream* s) {
+          plan_->execute(View<const std::uint8_t, 4>(static_cast<const std::uint8_t*>(din),
+                                                     vin.shape, Space::device),
+                         View<float, 4>(static_cast<float*>(dout), vout.shape, Space::device), s);
+        });
   }
 
  private:
@@ -76,8 +76,8 @@ void bind_epic(nb::module_& m) {
           "__init__",
           [](PyEpic* self, std::vector<double> freqs_hz, const InArray& positions,
              std::int64_t ntime, std::optional<std::vector<std::uint8_t>> stand_ok,
-             std::optional<InArray> calibration, bool phase_to_zenith, int grid_size,
-             double cell_m, int support, double max_stand_radius_m, const std::string& algorithm,
+             std::optional<InArray> calibration, bool phase_to_zenith, int grid_size, double cell_m,
+             int support, double max_stand_radius_m, const std::string& algorithm,
              const std::string& backend, int threads, int device) {
             ep::EpicConfig c;
             c.nchan = static_cast<int>(freqs_hz.size());
@@ -90,11 +90,9 @@ void bind_epic(nb::module_& m) {
             c.ntime = ntime;
             if (stand_ok) c.stand_ok = *stand_ok;
             if (calibration) {
-              const auto v = view_of<const std::complex<float>, 3>(*calibration,
-                                                                   {c.nchan, c.nstand, 2},
-                                                                   "calibration");
-              if (v.space != Space::host)
-                throw nb::value_error("calibration: give a host array");
+              const auto v = view_of<const std::complex<float>, 3>(
+                  *calibration, {c.nchan, c.nstand, 2}, "calibration");
+              if (v.space != Space::host) throw nb::value_error("calibration: give a host array");
               c.calibration.assign(v.data, v.data + v.size());
             }
             c.phase_to_zenith = phase_to_zenith;
@@ -113,20 +111,18 @@ void bind_epic(nb::module_& m) {
       .def("execute", &PyEpic::execute, nb::arg("voltages"), nb::arg("out"), nb::arg("stream"))
       .def_prop_ro("backend",
                    [](const PyEpic& e) { return std::string(to_string(e.plan().backend())); })
-      .def_prop_ro("algorithm",
-                   [](const PyEpic& e) { return ep::to_string(e.plan().algorithm()); })
+      .def_prop_ro("algorithm", [](const PyEpic& e) { return ep::to_string(e.plan().algorithm()); })
       .def_prop_ro("device", &PyEpic::device)
-      .def_prop_ro("cell_wavelengths",
-                   [](const PyEpic& e) { return e.plan().geometry().du; })
+      .def_prop_ro("cell_wavelengths", [](const PyEpic& e) { return e.plan().geometry().du; })
       .def_prop_ro("used_stands", [](const PyEpic& e) { return e.plan().used_stands(); })
-      .def_prop_ro("grid_correction",
-                   [](const PyEpic& e) {
-                     auto g = e.plan().grid_correction();
-                     const auto& c = e.plan().config();
-                     return nb::cast(to_numpy(std::move(g), {std::size_t(c.nchan),
-                                                    std::size_t(c.grid_size),
+      .def_prop_ro(
+          "grid_correction",
+          [](const PyEpic& e) {
+            auto g = e.plan().grid_correction();
+            const auto& c = e.plan().config();
+            return nb::cast(to_numpy(std::move(g), {std::size_t(c.nchan), std::size_t(c.grid_size),
                                                     std::size_t(c.grid_size)}));
-                   })
+          })
       .def(
           "footprint",
           [](const PyEpic& e, int chan, int stand) {

@@ -28,32 +28,58 @@ using warpbeam::io::FilterbankHeader;
 FilterbankHeader header_from_json(const nlohmann::json& j, bool with_sizes) {
   FilterbankHeader h;
   for (const auto& [key, v] : j.items()) {
-    if (key == "source_name") h.source_name = v.get<std::string>();
-    else if (key == "rawdatafile") h.rawdatafile = v.get<std::string>();
-    else if (key == "telescope_id") h.telescope_id = v.get<int>();
-    else if (key == "machine_id") h.machine_id = v.get<int>();
-    else if (key == "data_type") h.data_type = v.get<int>();
-    else if (key == "nchans") h.nchans = v.get<int>();
-    else if (key == "nbits") h.nbits = v.get<int>();
-    else if (key == "nifs") h.nifs = v.get<int>();
-    else if (key == "nbeams") h.nbeams = v.get<int>();
-    else if (key == "ibeam") h.ibeam = v.get<int>();
-    else if (key == "barycentric") h.barycentric = v.get<int>();
-    else if (key == "pulsarcentric") h.pulsarcentric = v.get<int>();
-    else if (key == "signed") h.is_signed = v.get<bool>();
-    else if (key == "fch1") h.fch1 = v.get<double>();
-    else if (key == "foff") h.foff = v.get<double>();
-    else if (key == "tstart") h.tstart = v.get<double>();
-    else if (key == "tsamp") h.tsamp = v.get<double>();
-    else if (key == "src_raj") h.src_raj = v.get<double>();
-    else if (key == "src_dej") h.src_dej = v.get<double>();
-    else if (key == "az_start") h.az_start = v.get<double>();
-    else if (key == "za_start") h.za_start = v.get<double>();
-    else if (key == "refdm") h.refdm = v.get<double>();
-    else if (key == "period") h.period = v.get<double>();
-    else if (key == "header_bytes") h.header_bytes = with_sizes ? v.get<std::int64_t>() : 0;
-    else if (key == "nsamples") h.nsamples = with_sizes ? v.get<std::int64_t>() : 0;
-    else if (key == "format") continue;
+    if (key == "source_name")
+      h.source_name = v.get<std::string>();
+    else if (key == "rawdatafile")
+      h.rawdatafile = v.get<std::string>();
+    else if (key == "telescope_id")
+      h.telescope_id = v.get<int>();
+    else if (key == "machine_id")
+      h.machine_id = v.get<int>();
+    else if (key == "data_type")
+      h.data_type = v.get<int>();
+    else if (key == "nchans")
+      h.nchans = v.get<int>();
+    else if (key == "nbits")
+      h.nbits = v.get<int>();
+    else if (key == "nifs")
+      h.nifs = v.get<int>();
+    else if (key == "nbeams")
+      h.nbeams = v.get<int>();
+    else if (key == "ibeam")
+      h.ibeam = v.get<int>();
+    else if (key == "barycentric")
+      h.barycentric = v.get<int>();
+    else if (key == "pulsarcentric")
+      h.pulsarcentric = v.get<int>();
+    else if (key == "signed")
+      h.is_signed = v.get<bool>();
+    else if (key == "fch1")
+      h.fch1 = v.get<double>();
+    else if (key == "foff")
+      h.foff = v.get<double>();
+    else if (key == "tstart")
+      h.tstart = v.get<double>();
+    else if (key == "tsamp")
+      h.tsamp = v.get<double>();
+    else if (key == "src_raj")
+      h.src_raj = v.get<double>();
+    else if (key == "src_dej")
+      h.src_dej = v.get<double>();
+    else if (key == "az_start")
+      h.az_start = v.get<double>();
+    else if (key == "za_start")
+      h.za_start = v.get<double>();
+    else if (key == "refdm")
+      h.refdm = v.get<double>();
+    else if (key == "period")
+      h.period = v.get<double>();
+    else if (key == "header_bytes")
+      h.header_bytes = with_sizes ? v.get<std::int64_t>() : 0;
+    else if (key == "nsamples")
+      h.nsamples = with_sizes ? v.get<std::int64_t>() : 0;
+    else if (key == "format")
+      continue;
     else
       throw nb::value_error(fmt::format("header: unknown SIGPROC keyword '{}'", key).c_str());
   }
@@ -125,9 +151,9 @@ void write_filterbank(const std::string& path, const std::string& header_json,
     const std::size_t item = data.itemsize();
     const std::int64_t cols = static_cast<std::int64_t>(data.shape(1));
     require_shape(data, {-1, cols}, "data");
-    const bool ok = (h.nbits < 8 && item == 1 &&
-                     static_cast<std::size_t>(cols) == h.bytes_per_sample()) ||
-                    (h.nbits >= 8 && cols == h.nchans && item * 8 == std::size_t(h.nbits));
+    const bool ok =
+        (h.nbits < 8 && item == 1 && static_cast<std::size_t>(cols) == h.bytes_per_sample()) ||
+        (h.nbits >= 8 && cols == h.nchans && item * 8 == std::size_t(h.nbits));
     if (!ok)
       throw nb::type_error(fmt::format("data: dtype {} with {} columns does not hold {}-bit "
                                        "samples of {} channels: give float32 [time][{}] or the "
@@ -150,8 +176,8 @@ nb::dict ultrasound_to_dict(warpbeam::io::UltrasoundData&& d) {
   nb::dict r;
   const bool iq = d.sample_type == warpbeam::das::SampleType::iq;
   r["sample_type"] = iq ? "iq" : "rf";
-  const std::initializer_list<std::size_t> shape = {
-      std::size_t(d.batch), std::size_t(d.nrx), std::size_t(d.ntx), std::size_t(d.nsamples)};
+  const std::initializer_list<std::size_t> shape = {std::size_t(d.batch), std::size_t(d.nrx),
+                                                    std::size_t(d.ntx), std::size_t(d.nsamples)};
   if (iq)
     r["data"] = to_numpy(std::move(d.iq), shape);
   else

@@ -24,28 +24,50 @@ sr::FileSearchConfig config_from_json(const nlohmann::json& j) {
   sr::FileSearchConfig c;
   c.progress = false;
   for (const auto& [k, v] : j.items()) {
-    if (k == "dm_min") c.dm_min = v.get<double>();
-    else if (k == "dm_max") c.dm_max = v.get<double>();
-    else if (k == "dm_tolerance") c.dm_tolerance = v.get<double>();
-    else if (k == "pulse_width_us") c.pulse_width_us = v.get<double>();
-    else if (k == "boxcar_max") c.boxcar_max = v.get<int>();
-    else if (k == "snr_min") c.snr_min = v.get<float>();
-    else if (k == "baseline_s") c.baseline_s = v.get<double>();
-    else if (k == "zap_channels") c.zap_channels = v.get<std::vector<int>>();
-    else if (k == "zap_sigma") c.zap_sigma = v.get<double>();
-    else if (k == "zero_dm") c.zero_dm = v.get<bool>();
-    else if (k == "time_tol") c.cluster.time_tol = v.get<std::int64_t>();
-    else if (k == "filter_tol") c.cluster.filter_tol = v.get<std::int32_t>();
-    else if (k == "dm_tol") c.cluster.dm_tol = v.get<std::int32_t>();
-    else if (k == "gulp") c.gulp = v.get<std::int64_t>();
-    else if (k == "memory_bytes") c.memory_bytes = v.get<std::int64_t>();
-    else if (k == "threads") c.threads = v.get<int>();
-    else if (k == "beam") c.beam = v.get<int>();
-    else if (k == "progress") c.progress = v.get<bool>();
-    else if (k == "device_memory_bytes") c.device_memory_bytes = v.get<std::int64_t>();
-    else if (k == "device") c.device = v.get<int>();
-    else if (k == "gpu_streams") c.gpu_streams = v.get<int>();
-    else if (k == "autotune") c.autotune = v.get<bool>();
+    if (k == "dm_min")
+      c.dm_min = v.get<double>();
+    else if (k == "dm_max")
+      c.dm_max = v.get<double>();
+    else if (k == "dm_tolerance")
+      c.dm_tolerance = v.get<double>();
+    else if (k == "pulse_width_us")
+      c.pulse_width_us = v.get<double>();
+    else if (k == "boxcar_max")
+      c.boxcar_max = v.get<int>();
+    else if (k == "snr_min")
+      c.snr_min = v.get<float>();
+    else if (k == "baseline_s")
+      c.baseline_s = v.get<double>();
+    else if (k == "zap_channels")
+      c.zap_channels = v.get<std::vector<int>>();
+    else if (k == "zap_sigma")
+      c.zap_sigma = v.get<double>();
+    else if (k == "zero_dm")
+      c.zero_dm = v.get<bool>();
+    else if (k == "time_tol")
+      c.cluster.time_tol = v.get<std::int64_t>();
+    else if (k == "filter_tol")
+      c.cluster.filter_tol = v.get<std::int32_t>();
+    else if (k == "dm_tol")
+      c.cluster.dm_tol = v.get<std::int32_t>();
+    else if (k == "gulp")
+      c.gulp = v.get<std::int64_t>();
+    else if (k == "memory_bytes")
+      c.memory_bytes = v.get<std::int64_t>();
+    else if (k == "threads")
+      c.threads = v.get<int>();
+    else if (k == "beam")
+      c.beam = v.get<int>();
+    else if (k == "progress")
+      c.progress = v.get<bool>();
+    else if (k == "device_memory_bytes")
+      c.device_memory_bytes = v.get<std::int64_t>();
+    else if (k == "device")
+      c.device = v.get<int>();
+    else if (k == "gpu_streams")
+      c.gpu_streams = v.get<int>();
+    else if (k == "autotune")
+      c.autotune = v.get<bool>();
     else
       throw nb::value_error(fmt::format("search: unknown option '{}'", k).c_str());
   }
@@ -88,12 +110,13 @@ nb::dict columns(const std::vector<sr::Candidate>& cs) {
 
 template <class T>
 const T* column(const nb::dict& d, const char* name, std::size_t n) {
-  if (!d.contains(name)) throw nb::value_error(fmt::format("candidates: no '{}' column", name).c_str());
+  if (!d.contains(name))
+    throw nb::value_error(fmt::format("candidates: no '{}' column", name).c_str());
   auto a = nb::cast<nb::ndarray<nb::ro, T, nb::ndim<1>, nb::c_contig, nb::device::cpu>>(d[name]);
   if (a.shape(0) != n)
-    throw nb::value_error(fmt::format("candidates: column '{}' has {} rows, expected {}", name,
-                                      a.shape(0), n)
-                              .c_str());
+    throw nb::value_error(
+        fmt::format("candidates: column '{}' has {} rows, expected {}", name, a.shape(0), n)
+            .c_str());
   return a.data();
 }
 
@@ -112,8 +135,8 @@ std::vector<sr::Candidate> from_columns(const nb::dict& d) {
   const std::int32_t* beam = column<std::int32_t>(d, "beam", n);
   std::vector<sr::Candidate> cs(n);
   for (std::size_t i = 0; i < n; ++i)
-    cs[i] = {snr[i], sample[i], time_s[i], filter[i], dm_trial[i],
-             dm[i],  members[i], begin[i], end[i],    beam[i]};
+    cs[i] = {snr[i], sample[i],  time_s[i], filter[i], dm_trial[i],
+             dm[i],  members[i], begin[i],  end[i],    beam[i]};
   return cs;
 }
 

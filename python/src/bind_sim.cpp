@@ -103,8 +103,7 @@ void bind_sim(nb::module_& m) {
       "simulate_station",
       [](const InArray& positions, std::vector<double> freqs_hz, std::int64_t ntime,
          std::vector<std::array<double, 6>> sources, int ndiffuse, double diffuse_flux,
-         double receiver_noise, double rms, bool constant_power, std::uint64_t seed,
-         int threads) {
+         double receiver_noise, double rms, bool constant_power, std::uint64_t seed, int threads) {
         warpbeam::sim::StationSimConfig s;
         s.stand_xyz_m = rows3(positions, "positions");
         s.freqs_hz = std::move(freqs_hz);

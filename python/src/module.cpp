@@ -24,9 +24,15 @@ void translate(const std::exception_ptr& p, void*) {
       case warpbeam::ErrorCategory::invalid_argument:
         PyErr_SetString(PyExc_ValueError, e.what());
         break;
-      case warpbeam::ErrorCategory::format: PyErr_SetString(g_format_error, e.what()); break;
-      case warpbeam::ErrorCategory::io: PyErr_SetString(PyExc_OSError, e.what()); break;
-      default: PyErr_SetString(PyExc_RuntimeError, e.what()); break;
+      case warpbeam::ErrorCategory::format:
+        PyErr_SetString(g_format_error, e.what());
+        break;
+      case warpbeam::ErrorCategory::io:
+        PyErr_SetString(PyExc_OSError, e.what());
+        break;
+      default:
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+        break;
     }
   }
 }
@@ -41,10 +47,12 @@ NB_MODULE(_warpbeam, m) {
   m.attr("FormatError") = nb::handle(g_format_error);
   nb::register_exception_translator(translate);
 
-  m.def("version", [] { return std::string(warpbeam::version()); },
-        "warpbeam's version, e.g. '0.1.0'.");
-  m.def("git_commit", [] { return std::string(warpbeam::git_commit()); },
-        "The git commit the library was built from.");
+  m.def(
+      "version", [] { return std::string(warpbeam::version()); },
+      "warpbeam's version, e.g. '0.1.0'.");
+  m.def(
+      "git_commit", [] { return std::string(warpbeam::git_commit()); },
+      "The git commit the library was built from.");
   m.def("cuda_built", &warpbeam::cuda_built, "True when this build has the CUDA backend.");
   m.def("cuda_available", &warpbeam::cuda_available,
         "True when this build has the CUDA backend and a CUDA device is visible.");
@@ -53,7 +61,8 @@ NB_MODULE(_warpbeam, m) {
       "device_description", [](int d) { return warpbeam::device_description(d); },
       nb::arg("device") = 0, "One line describing CUDA device `device`.");
   m.def(
-      "synchronize", [](std::uintptr_t stream) {
+      "synchronize",
+      [](std::uintptr_t stream) {
         nb::gil_scoped_release g;
         wbpy::borrowed_stream(stream).synchronize();
       },
