@@ -72,7 +72,7 @@ class PyDasPlan {
                                   .c_str());
     }
     const bool staged = cuda && sp == Space::host;
-    if (c.sample_type == das::SampleType::rf) {
+    if (c.signal == das::Signal::rf) {
       const auto v = view_of<const float, 4>(data, in_shape, "data");
       run(v, vout, staged, stream, sp);
     } else {
@@ -91,7 +91,7 @@ class PyDasPlan {
     View<std::complex<float>, 2> vout(static_cast<std::complex<float>*>(out.data()),
                                       plan_->output_shape(), sp);
     for (int i = 0; i < repeats; ++i) {
-      if (plan_->config().sample_type == das::SampleType::rf)
+      if (plan_->config().signal == das::Signal::rf)
         plan_->execute(
             View<const float, 4>(static_cast<const float*>(data.data()), plan_->input_shape(), sp),
             vout, dev ? &stream : nullptr);
@@ -233,7 +233,7 @@ void bind_das(nb::module_& m) {
             if (sample_type != "rf" && sample_type != "iq")
               throw nb::value_error(
                   fmt::format("sample_type '{}': expected 'rf' or 'iq'", sample_type).c_str());
-            cfg.sample_type = sample_type == "rf" ? das::SampleType::rf : das::SampleType::iq;
+            cfg.signal = sample_type == "rf" ? das::Signal::rf : das::Signal::iq;
             cfg.batch = batch;
             cfg.nsamples = nsamples;
             cfg.fs = fs;

@@ -174,7 +174,7 @@ void write_filterbank(const std::string& path, const std::string& header_json,
 
 nb::dict ultrasound_to_dict(warpbeam::io::UltrasoundData&& d) {
   nb::dict r;
-  const bool iq = d.sample_type == warpbeam::das::SampleType::iq;
+  const bool iq = d.signal == warpbeam::das::Signal::iq;
   r["sample_type"] = iq ? "iq" : "rf";
   const std::initializer_list<std::size_t> shape = {std::size_t(d.batch), std::size_t(d.nrx),
                                                     std::size_t(d.ntx), std::size_t(d.nsamples)};

@@ -77,7 +77,7 @@ void bind_sim(nb::module_& m) {
         if (sample_type != "rf" && sample_type != "iq")
           throw nb::value_error(
               fmt::format("sample_type '{}': expected 'rf' or 'iq'", sample_type).c_str());
-        s.sample_type = sample_type == "rf" ? das::SampleType::rf : das::SampleType::iq;
+        s.signal = sample_type == "rf" ? das::Signal::rf : das::Signal::iq;
         s.fc = fc;
         s.bandwidth = bandwidth;
         s.fs = fs;
