@@ -68,7 +68,7 @@ def test_read_filterbank_equals_sigpyproc(data, name):
     path = data(f"filterbank/{name}")
     h, d = wb.read_filterbank(path)
     fil = readers.FilReader(str(path))
-    block = fil.read_block(0, h["nsamples"])  # [chan][time]
+    block = fil.read_block(0, h["nsamples"]).data  # FilterbankBlock: [chan][time]
     assert np.array_equal(np.asarray(d, dtype=np.float64), np.asarray(block, np.float64).T)
 
 
