@@ -12,6 +12,10 @@ WB_APT_PACKAGES=(cmake ninja-build g++ pkg-config git file python3 python3-pip
 WB_APT_PACKAGES+=(liberfa-dev)
 # PyPI packages: header-only CUDA libraries (cuFFTDx, CUTLASS/CuTe) and the Python checks.
 WB_PIP_PACKAGES=(nvidia-mathdx==25.6.0 nvidia-cutlass==4.2.0.0 numpy astropy)
+# The Python package (python/: nanobind, scikit-build-core) and its pytest suite's references
+# (PyMUST's DAS, your's filterbank reader, h5py, matplotlib for the tutorial).
+WB_PIP_PACKAGES+=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest scipy h5py pymust==0.1.9 your
+  matplotlib)
 
 wb_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -51,7 +55,8 @@ wb_build() {
   [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
   cd "$WB_ROOT"
   wb_log "configuring (preset $preset)"
-  cmake --preset "$preset" >/dev/null
+  # The Python module is built for the python3 that runs the tests (not whichever CMake finds).
+  cmake --preset "$preset" -DPython_EXECUTABLE="$(command -v "${WB_PYTHON:-python3}")" >/dev/null
   wb_log "building with $(nproc) jobs"
   cmake --build --preset "$preset" -j "$(nproc)"
   WB_BUILD_DIR=$WB_ROOT/$( [ "$preset" = cuda ] && echo build-cuda || echo build )
