@@ -43,9 +43,10 @@ struct Endpoint {
 
 /// Parses "udp://127.0.0.1:4015"; `scheme` is the one expected ("udp" or "spead"). Throws
 /// invalid_argument naming `what` (the option) for another scheme, a missing or bad port
-/// (1 .. 65535) or a host that is not an IP address or localhost.
+/// (1 .. 65535; 0 too with `any_port`: the kernel picks a free one when binding) or a host that
+/// is not an IP address or localhost.
 Endpoint parse_endpoint(const std::string& address, const std::string& scheme,
-                        const std::string& what);
+                        const std::string& what, bool any_port = false);
 
 /// Test senders target this machine only: throws invalid_argument unless `e` is loopback.
 void require_loopback(const Endpoint& e, const std::string& what);

@@ -21,7 +21,7 @@ bool Endpoint::is_loopback() const {
 }
 
 Endpoint parse_endpoint(const std::string& address, const std::string& scheme,
-                        const std::string& what) {
+                        const std::string& what, bool any_port) {
   const std::string prefix = scheme + "://";
   if (address.rfind(prefix, 0) != 0)
     fail(ErrorCategory::invalid_argument, "{} '{}' is not {}HOST:PORT", what, address, prefix);
@@ -46,8 +46,9 @@ Endpoint parse_endpoint(const std::string& address, const std::string& scheme,
   }
   char* end = nullptr;
   const long p = std::strtol(port.c_str(), &end, 10);
-  if (port.empty() || *end != 0 || p < 1 || p > 65535)
-    fail(ErrorCategory::invalid_argument, "{} '{}': the port must be 1 .. 65535", what, address);
+  if (port.empty() || *end != 0 || p < (any_port ? 0 : 1) || p > 65535)
+    fail(ErrorCategory::invalid_argument, "{} '{}': the port must be {} .. 65535", what, address,
+         any_port ? "0 (any free port)" : "1");
   e.port = static_cast<int>(p);
   in_addr a4{};
   in6_addr a6{};

@@ -75,7 +75,7 @@ Endpoint parse_http_address(const std::string& s) {
   if (a.rfind("http://", 0) != 0) a = "http://" + a;
   while (!a.empty() && a.back() == '/')
     a.pop_back();
-  return parse_endpoint(a, "http", "--http");
+  return parse_endpoint(a, "http", "--http", true);
 }
 
 }  // namespace warpbeam::stream

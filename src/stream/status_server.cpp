@@ -124,9 +124,14 @@ StatusServer::StatusServer(const Endpoint& at, const StreamCounters& counters,
     res.set_content(kPage, "text/html; charset=utf-8");
   });
   const std::string host = at.host == "localhost" ? "127.0.0.1" : at.host;
-  if (!s.bind_to_port(host.c_str(), at.port))
-    fail(ErrorCategory::io, "--http {}: cannot bind the port (in use?)", at.to_string());
-  impl_->port = at.port;
+  if (at.port == 0) {
+    impl_->port = s.bind_to_any_port(host.c_str());
+    if (impl_->port < 0) fail(ErrorCategory::io, "--http {}: cannot bind a port", at.to_string());
+  } else {
+    if (!s.bind_to_port(host.c_str(), at.port))
+      fail(ErrorCategory::io, "--http {}: cannot bind the port (in use?)", at.to_string());
+    impl_->port = at.port;
+  }
   impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
 }
 
