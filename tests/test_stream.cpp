@@ -620,3 +620,65 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
     EXPECT_FALSE(std::filesystem::exists(d.file("s.json"))) << c.args;
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// SPEAD: send_voltages -> SpeadVoltageCapture, against the file's blocks
+// ---------------------------------------------------------------------------------------------
+
+TEST(StreamSpead, HeapsArePlacedByTimeAndChannelAndLostOnesAreTheSendersDrops) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  wbtest::TempDir d;
+  const std::string raw = d.file("v.raw");
+  // 64 channels x 32 antennas, ci4, 4 blocks of 1024 samples (heaps of 256 samples: 8 KiB).
+  auto r = wbtest::run_cli(fmt::format(
+      "simulate voltages --out {} --nchans 64 --nsamples 4096 --block-samples 1024 --seed 4", raw));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  stream::StreamCounters c;
+  stream::SpeadCaptureConfig cfg;
+  cfg.listen = stream::parse_endpoint("spead://127.0.0.1:0", "spead", "x", true);
+  cfg.ring_blocks = 8;
+  stream::SpeadVoltageCapture cap(cfg, c);
+  ASSERT_GT(cap.port(), 0);
+  stream::SendConfig sc;
+  sc.to = stream::parse_endpoint(fmt::format("spead://127.0.0.1:{}", cap.port()), "spead", "x");
+  sc.rate_gbytes = 0.02;
+  sc.faults.drop = sc.faults.reorder = sc.faults.duplicate = 0.01;
+  sc.faults.seed = 3;
+  stream::SendRecord sent;
+  std::thread sender([&] { sent = stream::send_voltages(raw, sc); });
+  ASSERT_TRUE(cap.wait_for_info(30, nullptr));
+  const io::VoltageStreamInfo& info = cap.info();
+  EXPECT_EQ(info.nchans, 64);
+  EXPECT_EQ(info.nantennas, 32);
+  EXPECT_EQ(info.block_samples, 1024);
+  std::vector<std::vector<std::uint8_t>> got;
+  std::vector<stream::BlockInfo> infos;
+  bool closed = false;
+  while (!closed)
+    if (auto* b = cap.ring().next(std::chrono::milliseconds(100), &closed)) {
+      got.emplace_back(b->data, b->data + b->bytes);
+      infos.push_back(b->info);
+      cap.ring().release(b);
+    }
+  sender.join();
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_GT(sent.dropped, 0);
+  ASSERT_GT(sent.duplicated, 0);
+  EXPECT_EQ(c.lost_packets.load(), sent.dropped);
+  EXPECT_EQ(c.duplicates.load(), sent.duplicated);
+  EXPECT_EQ(c.dropped_blocks.load(), 0);
+  // The file's blocks with the dropped heaps (timestamp, channel) zeroed.
+  auto reader = io::open_voltage_file(raw);
+  std::vector<std::uint8_t> block;
+  const std::size_t spb = 32;  // bytes per time sample (32 antennas, 1 pol, ci4)
+  for (std::size_t k = 0; k < 4; ++k) {
+    ASSERT_TRUE(reader->read_block(block));
+    EXPECT_EQ(infos[k].sequence, static_cast<std::int64_t>(k));
+    EXPECT_EQ(infos[k].packets_expected, 64 * 4);
+    for (const auto& [ts, ch] : sent.dropped_packets)
+      if (ts / 1024 == static_cast<std::int64_t>(k))
+        std::fill_n(block.begin() + static_cast<std::ptrdiff_t>((ch * 1024 + ts % 1024) * spb),
+                    256 * spb, 0);
+    EXPECT_TRUE(block == got[k]) << "block " << k;
+  }
+}
