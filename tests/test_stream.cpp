@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fits_test_util.hpp"
+#include "pipeline_test_util.hpp"
 #include "stream/udp.hpp"
 #include "stream_test_util.hpp"
 #include "test_util.hpp"
@@ -681,4 +682,33 @@ TEST(StreamSpead, HeapsArePlacedByTimeAndChannelAndLostOnesAreTheSendersDrops) {
                     256 * spb, 0);
     EXPECT_TRUE(block == got[k]) << "block " << k;
   }
+}
+
+TEST(StreamSpead, ThePipelineOnASpeadStreamFindsTheFilePipelinesCandidatesByteForByte) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  const pltest::Observation& obs = pltest::Observation::get();
+  wbtest::TempDir d;
+  const std::string common =
+      " --beams '" + obs.beams + "' --backend cpu " + pltest::Observation::pipeline_args();
+  auto r = wbtest::run_cli("pipeline '" + obs.raw + "' --out '" + d.file("file") + "'" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  wbtest::Background live("pipeline --listen spead://127.0.0.1:0 --blocks 10 --out '" +
+                              d.file("live") + "' --json '" + d.file("live.json") + "'" + common,
+                          d.file("live.out"), d.file("live.err"));
+  const std::string port = live.wait_for_err(R"(listening on spead://127\.0\.0\.1:(\d+))", 30);
+  ASSERT_FALSE(port.empty()) << live.err();
+  r = wbtest::run_cli(
+      fmt::format("send voltages '{}' spead://127.0.0.1:{} --rate 0.02", obs.raw, port));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(live.wait(120), 0) << live.err();
+  const std::string want = wbtest::slurp(d.file("file/candidates.cand"));
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(wbtest::slurp(d.file("live/candidates.cand")), want);
+  const json rec = read_json(d.file("live.json"));
+  EXPECT_EQ(rec["stream"]["lost_packets"], 0);
+  EXPECT_EQ(rec["stream"]["dropped_blocks"], 0);
+  EXPECT_EQ(rec["stream"]["zero_filled_blocks"].size(), 0u);
+  EXPECT_EQ(rec["stream"]["ended_by"], "end of stream");
+  EXPECT_EQ(rec["result"]["candidates"],
+            read_json(d.file("file/pipeline.json"))["result"]["candidates"]);
 }
