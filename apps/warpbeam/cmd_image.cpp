@@ -46,6 +46,7 @@ struct ImageOptions {
   std::string listen, stream_channels = "2348:132", json, http;
   int stands = 256, ring_blocks = 8;
   double idle_timeout = 0, duration = 0, test_block_delay_ms = 0;
+  bool capture_only = false;  // --listen: count and release blocks without imaging them
 };
 
 // "all", "A:B" (indices A .. B-1 of the file's channels) or "A" (one channel).
@@ -447,6 +448,13 @@ void run_image_listen(const ImageOptions& o) {
       break;
     }
     current = img;
+    if (o.capture_only) {  // measuring the capture path alone
+      ++counters.blocks_processed;
+      counters.bytes_processed += static_cast<std::int64_t>(b->bytes);
+      lost_in_image += b->info.lost_packets();
+      capture.ring().release(b);
+      continue;
+    }
     imager.add(b->data + offset);
     lost_in_image += b->info.lost_packets();
     if (o.test_block_delay_ms > 0)  // tests: an engine slower than the sender, on purpose
@@ -459,6 +467,7 @@ void run_image_listen(const ImageOptions& o) {
   }
   if (imager.gulps() > 0) write_image(true);
   capture.stop();
+  // The blocks handed over after the loop ended (a signal or --duration) were not imaged.
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   fmt::print(stderr,
              "warpbeam image: {} ({:.1f} s): {} image(s), {} block(s) processed, {} dropped "
@@ -560,6 +569,8 @@ void add_image_command(CLI::App& app) {
                   "products) here");
   cmd->add_option("--http", o->http,
                   "--listen: serve /metrics (Prometheus) and a live page at 127.0.0.1:PORT");
+  cmd->add_flag("--capture-only", o->capture_only,
+                "--listen: receive and count, image nothing (measures the capture path alone)");
   // Tests only: slows the imager down on purpose (an engine slower than the stream).
   cmd->add_option("--test-block-delay-ms", o->test_block_delay_ms)
       ->check(CLI::Range(0.0, 1e6))

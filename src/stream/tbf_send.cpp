@@ -43,51 +43,6 @@ nlohmann::json SendRecord::to_json() const {
           {"dropped_packets", d}};
 }
 
-namespace {
-
-// Sends packets through the fault injector and the pacer, in batches of sendmmsg.
-class Emitter {
- public:
-  Emitter(const SendConfig& cfg, SendRecord& r)
-      : r_(r),
-        faults_(cfg.faults, r),
-        pacer_(cfg.rate_gbytes * 1e9),
-        fd_(detail::connect_udp(cfg.to, 16)) {}
-  ~Emitter() { ::close(fd_); }
-  void add(const std::uint8_t* p, std::size_t n, std::pair<std::int64_t, std::int64_t> key) {
-    faults_.feed({std::vector<std::uint8_t>(p, p + n), key}, out_);
-    if (out_.size() >= 64) send();
-  }
-  void finish() {
-    faults_.flush(out_);
-    send();
-  }
-
- private:
-  void send() {
-    if (out_.empty()) return;
-    std::vector<const std::uint8_t*> d;
-    std::vector<std::size_t> s;
-    std::size_t bytes = 0;
-    for (const auto& p : out_) {
-      d.push_back(p.bytes.data());
-      s.push_back(p.bytes.size());
-      bytes += p.bytes.size();
-    }
-    pacer_.wait(bytes);
-    detail::send_all(fd_, d, s);
-    r_.sent += static_cast<std::int64_t>(out_.size());
-    r_.bytes_sent += static_cast<std::int64_t>(bytes);
-    out_.clear();
-  }
-  SendRecord& r_;
-  detail::FaultInjector faults_;
-  detail::Pacer pacer_;
-  int fd_;
-  std::vector<detail::FaultInjector::Packet> out_;
-};
-
-}  // namespace
 
 SendRecord send_tbf(const std::string& path, const SendConfig& cfg) {
   cfg.validate();
@@ -96,24 +51,69 @@ SendRecord send_tbf(const std::string& path, const SendConfig& cfg) {
   if (!info.contiguous())
     fail(ErrorCategory::unsupported, "'{}': the channels are not contiguous", path);
   const int nchan = info.nchan(), nblk = nchan / io::kTbfChannelsPerFrame;
-  const std::int64_t batch = cfg.heap_samples > 0 ? cfg.heap_samples : 64;
   const std::size_t row = static_cast<std::size_t>(info.nstand) * 2;
-  std::vector<std::uint8_t> spectra,
-      frame(static_cast<std::size_t>(io::tbf_frame_bytes(info.nstand)));
+  const std::size_t fb = static_cast<std::size_t>(io::tbf_frame_bytes(info.nstand));
+  const std::size_t nframes = static_cast<std::size_t>(info.ntime) * nblk;
+  if (nframes * fb > (std::size_t{8} << 30))
+    fail(ErrorCategory::invalid_argument,
+         "'{}' holds {} GB of frames: the sender holds the file in memory (8 GB at most); send "
+         "a shorter file with --loops",
+         path, nframes * fb / 1e9);
+  // Every frame of the file, in order, built once: the loops only rewrite the headers, so that
+  // the sender reaches the rates a capture is tested at.
+  std::vector<std::uint8_t> frames(nframes * fb), spectra;
+  const std::int64_t batch = cfg.heap_samples > 0 ? cfg.heap_samples : 256;
+  for (std::int64_t s0 = 0; s0 < info.ntime; s0 += batch) {
+    const std::int64_t nt = std::min(batch, info.ntime - s0);
+    spectra.resize(static_cast<std::size_t>(nchan * nt) * row);
+    reader.read(s0, nt, 0, nchan, spectra.data());  // [chan][time][stand][pol]
+    for (std::int64_t t = 0; t < nt; ++t)
+      for (int b = 0; b < nblk; ++b) {
+        std::uint8_t* f = frames.data() + (static_cast<std::size_t>(s0 + t) * nblk + b) * fb;
+        for (int k = 0; k < io::kTbfChannelsPerFrame; ++k) {
+          const std::size_t c = static_cast<std::size_t>(b) * io::kTbfChannelsPerFrame + k;
+          std::memcpy(f + io::kTbfHeaderBytes + k * row,
+                      spectra.data() + (c * static_cast<std::size_t>(nt) + t) * row, row);
+        }
+      }
+  }
   SendRecord r;
-  Emitter out(cfg, r);
+  detail::FaultInjector faults(cfg.faults, r);
+  detail::Pacer pacer(cfg.rate_gbytes * 1e9);
+  const int fd = detail::connect_udp(cfg.to, 16);
+  std::vector<detail::FaultInjector::Packet> out;
+  std::vector<const std::uint8_t*> ptrs;
+  std::vector<std::size_t> sizes;
+  auto send = [&] {
+    std::size_t bytes = 0;
+    for (std::size_t s : sizes)
+      bytes += s;
+    if (ptrs.empty()) return;
+    pacer.wait(bytes);
+    detail::send_all(fd, ptrs, sizes);
+    r.sent += static_cast<std::int64_t>(ptrs.size());
+    r.bytes_sent += static_cast<std::int64_t>(bytes);
+    ptrs.clear();
+    sizes.clear();
+  };
+  auto send_faulty = [&] {
+    for (const auto& p : out) {
+      ptrs.push_back(p.bytes.data());
+      sizes.push_back(p.bytes.size());
+    }
+    send();
+    out.clear();
+  };
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  constexpr std::size_t kBatch = 64;
   bool done = false;
-  for (int loop = 0; loop < cfg.loops && !done; ++loop) {
-    for (std::int64_t s0 = 0; s0 < info.ntime && !done; s0 += batch) {
-      const std::int64_t nt = std::min(batch, info.ntime - s0);
-      spectra.resize(static_cast<std::size_t>(nchan * nt) * row);
-      reader.read(s0, nt, 0, nchan, spectra.data());  // [chan][time][stand][pol]
-      for (std::int64_t t = 0; t < nt; ++t) {
-        const std::int64_t n = loop * info.ntime + s0 + t;  // spectrum index of the stream
+  try {
+    for (int loop = 0; loop < cfg.loops && !done; ++loop) {
+      for (std::int64_t t = 0; t < info.ntime && !done; ++t) {
+        const std::int64_t n = loop * info.ntime + t;  // spectrum index of the stream
         io::TbfFrameHeader h;
         h.time_tag = info.time_tags[0] + n * io::kTbfTicksPerSpectrum;
         h.second_count =
@@ -121,21 +121,33 @@ SendRecord send_tbf(const std::string& path, const SendConfig& cfg) {
         h.frame_count = static_cast<std::uint32_t>(n & 0xFFFFFF);
         h.nstand = info.nstand;
         for (int b = 0; b < nblk; ++b) {
+          std::uint8_t* f = frames.data() + (static_cast<std::size_t>(t) * nblk + b) * fb;
           h.first_chan = info.channels[static_cast<std::size_t>(b) * io::kTbfChannelsPerFrame];
-          io::encode_tbf_header(h, frame.data());
-          for (int k = 0; k < io::kTbfChannelsPerFrame; ++k) {
-            const std::size_t c = static_cast<std::size_t>(b) * io::kTbfChannelsPerFrame + k;
-            std::memcpy(frame.data() + io::kTbfHeaderBytes + k * row,
-                        spectra.data() + (c * static_cast<std::size_t>(nt) + t) * row, row);
+          io::encode_tbf_header(h, f);
+          if (faults.passthrough()) {
+            ptrs.push_back(f);
+            sizes.push_back(fb);
+            ++r.packets;
+            if (ptrs.size() == kBatch) send();
+          } else {
+            faults.feed({std::vector<std::uint8_t>(f, f + fb), {h.time_tag, h.first_chan}}, out);
+            if (out.size() >= kBatch) send_faulty();
           }
-          out.add(frame.data(), frame.size(), {h.time_tag, h.first_chan});
         }
         ++r.blocks;
+        // The buffer's frames are rewritten next loop: send what points into it first.
+        if (t == info.ntime - 1) send();
+        if (cfg.duration_s > 0 && (n & 255) == 0 && elapsed() >= cfg.duration_s) done = true;
       }
-      if (cfg.duration_s > 0 && elapsed() >= cfg.duration_s) done = true;
     }
+    send();
+    faults.flush(out);
+    send_faulty();
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
-  out.finish();
+  ::close(fd);
   r.seconds = elapsed();
   return r;
 }
