@@ -26,6 +26,7 @@
 #include "warpbeam/stream.hpp"
 #include "warpbeam/stream/capture.hpp"
 #include "warpbeam/stream/send.hpp"
+#include "warpbeam/stream/spead.hpp"
 #include "warpbeam/stream/status.hpp"
 
 namespace {
@@ -612,6 +613,13 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
       {img + " " + d.file("garbage.tbf") + " --listen udp://127.0.0.1:4015", "either IN", 2},
       {img, "either IN", 2},
       {img + " " + d.file("garbage.tbf") + " --json x.json", "--json is for --listen", 2},
+      {"pipeline --listen udp://127.0.0.1:7148 --blocks 4 --grid azel:170:190:2:60:70:2 --out " +
+           d.file("out"),
+       "spead://", 2},
+      {"pipeline --listen spead://127.0.0.1:7148 --grid azel:170:190:2:60:70:2 --out " +
+           d.file("out"),
+       "--blocks", 2},
+      {fmt::format("send voltages {} udp://127.0.0.1:7148", d.file("garbage.tbf")), "spead://", 2},
   };
   for (const auto& c : cases) {
     const auto r = wbtest::run_cli(c.args);
@@ -711,4 +719,40 @@ TEST(StreamSpead, ThePipelineOnASpeadStreamFindsTheFilePipelinesCandidatesByteFo
   EXPECT_EQ(rec["stream"]["ended_by"], "end of stream");
   EXPECT_EQ(rec["result"]["candidates"],
             read_json(d.file("file/pipeline.json"))["result"]["candidates"]);
+}
+
+TEST(StreamSpead, AGarbageDescriptionIsAFormatErrorNamingTheField) {
+  stream::spead::StreamDescription d;
+  d.info.nchans = 4;
+  d.info.nantennas = 2;
+  d.info.tsamp_s = 1e-6;
+  d.info.block_samples = 64;
+  d.heap_samples = 16;
+  const json good = d.to_json();
+  EXPECT_EQ(stream::spead::StreamDescription::from_json(good).heaps_per_block(), 16);
+  auto expect_format = [](const json& j, const std::string& needle) {
+    try {
+      stream::spead::StreamDescription::from_json(j);
+      ADD_FAILURE() << j.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::format);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  json j = good;
+  j.erase("tsamp_s");
+  expect_format(j, "tsamp_s");
+  j = good;
+  j["heap_samples"] = 15;  // does not divide the block
+  expect_format(j, "inconsistent");
+  j = good;
+  j["nchans"] = "many";
+  expect_format(j, "malformed");
+  j = good;
+  j["sample_type"] = "ci3";
+  expect_format(j, "description");
+  j = good;
+  j["format"] = "something else";
+  expect_format(j, "format");
+  expect_format(json::array({1, 2}), "format");
 }

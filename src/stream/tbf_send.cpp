@@ -43,7 +43,6 @@ nlohmann::json SendRecord::to_json() const {
           {"dropped_packets", d}};
 }
 
-
 SendRecord send_tbf(const std::string& path, const SendConfig& cfg) {
   cfg.validate();
   const io::TbfReader reader(path);
