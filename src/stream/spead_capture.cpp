@@ -16,6 +16,8 @@
 #include <spead2/recv_udp.h>
 // clang-format on
 
+#include <sys/socket.h>
+
 #include <condition_variable>
 #include <exception>
 #include <map>
@@ -273,7 +275,10 @@ SpeadVoltageCapture::SpeadVoltageCapture(SpeadCaptureConfig config, StreamCounte
     const asio::ip::udp::endpoint ep(asio::ip::make_address(host),
                                      static_cast<unsigned short>(m.cfg.listen.port));
     socket.open(ep.protocol());
-    socket.set_option(asio::socket_base::receive_buffer_size(m.cfg.socket_buffer_mib << 20));
+    // Past net.core.rmem_max when the process may (root), as capture tools do.
+    const int want = m.cfg.socket_buffer_mib << 20;
+    if (setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof want) != 0)
+      socket.set_option(asio::socket_base::receive_buffer_size(want));
     socket.bind(ep);
     m.port = socket.local_endpoint().port();
   } catch (const std::exception& e) {

@@ -38,7 +38,11 @@ socklen_t to_sockaddr(const Endpoint& e, sockaddr_storage& ss) {
 
 void set_buffer(int fd, int option, int mib, const Endpoint& e) {
   int want = mib << 20;
-  setsockopt(fd, SOL_SOCKET, option, &want, sizeof want);
+  // SO_RCVBUFFORCE / SO_SNDBUFFORCE pass net.core.*mem_max when the process may (root,
+  // CAP_NET_ADMIN), as capture tools do; otherwise the capped request.
+  const int force = option == SO_RCVBUF ? SO_RCVBUFFORCE : SO_SNDBUFFORCE;
+  if (setsockopt(fd, SOL_SOCKET, force, &want, sizeof want) != 0)
+    setsockopt(fd, SOL_SOCKET, option, &want, sizeof want);
   int got = 0;
   socklen_t len = sizeof got;
   getsockopt(fd, SOL_SOCKET, option, &got, &len);
@@ -80,8 +84,7 @@ int connect_udp(const Endpoint& to, int buffer_mib) {
   const socklen_t len = to_sockaddr(to, ss);
   const int fd = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fail(ErrorCategory::io, "cannot open a UDP socket: {}", std::strerror(errno));
-  int want = buffer_mib << 20;
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+  set_buffer(fd, SO_SNDBUF, buffer_mib, to);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     const int e = errno;
     ::close(fd);
