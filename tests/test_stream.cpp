@@ -320,9 +320,10 @@ TEST(StreamCli, ImagesOfAStreamEqualTheFilesImages) {
   auto r = wbtest::run_cli(
       fmt::format("image {} {} --accumulate 2 --out {}", tbf, args, d.file("file")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The capture thread on core 0 alone, the imager on the other(s).
   wbtest::Background live(fmt::format("image --listen udp://127.0.0.1:0 --stream-channels "
                                       "2348:24 {} --accumulate 2 --out {} --idle-timeout 1 "
-                                      "--json {}",
+                                      "--capture-core 0 --json {}",
                                       args, d.file("live"), d.file("live.json")),
                           d.file("live.out"), d.file("live.err"));
   const std::string port = start_listener(live);
@@ -333,6 +334,8 @@ TEST(StreamCli, ImagesOfAStreamEqualTheFilesImages) {
   ASSERT_EQ(live.wait(60), 0) << live.err();
   const json rec = read_json(d.file("live.json"));
   EXPECT_EQ(rec["counters"]["bytes"], read_json(d.file("send.json"))["record"]["bytes_sent"]);
+  EXPECT_EQ(rec["parameters"]["capture_core"], 0);
+  EXPECT_GT(rec["counters"]["socket_buffer_bytes"].get<std::int64_t>(), 0);
   EXPECT_EQ(rec["lost_packets"], 0);
   EXPECT_EQ(rec["dropped_blocks"], 0);
   EXPECT_EQ(rec["counters"]["packets"], 512);
@@ -619,6 +622,12 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
       {img + " --listen udp://127.0.0.1:4015 --stream-channels 2348:13", "--stream-channels", 2},
       {img + " --listen udp://127.0.0.1:4015 --http 10.0.0.1:8080", "127.0.0.1", 2},
       {img + " --listen udp://127.0.0.1:4015 --ring-blocks 2", "--ring-blocks", 2},
+      {img + " --listen udp://127.0.0.1:4015 --capture-core 4000", "--capture-core", 2},
+      {img + " --listen udp://127.0.0.1:4015 --socket-buffer 0", "--socket-buffer", 2},
+      {"pipeline --listen spead://127.0.0.1:7148 --blocks 4 --grid azel:170:190:2:60:70:2 "
+       "--capture-core 4000 --out " +
+           d.file("out"),
+       "--capture-core", 2},
       {img + " " + d.file("garbage.tbf") + " --listen udp://127.0.0.1:4015", "either IN", 2},
       {img, "either IN", 2},
       {img + " " + d.file("garbage.tbf") + " --json x.json", "--json is for --listen", 2},
@@ -845,6 +854,7 @@ TEST(StreamSpead, BlocksOfManyHeapsArriveWholeAndTheBytesReceivedEqualTheBytesSe
   EXPECT_EQ(c.duplicates.load(), sent.duplicated);
   // The same bytes on both sides (scripts/stream-run-ok compares them on the H200).
   EXPECT_EQ(c.bytes.load(), sent.bytes_sent);
+  EXPECT_GT(c.socket_buffer.load(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
