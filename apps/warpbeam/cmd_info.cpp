@@ -1,4 +1,5 @@
-// `warpbeam info FILE`: the SIGPROC header and derived figures.
+// `warpbeam info FILE`: a filterbank's header (SIGPROC or PSRFITS, through open_filterbank) and
+// derived figures.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -6,7 +7,7 @@
 #include "commands.hpp"
 #include "warpbeam/core.hpp"
 #include "warpbeam/format.hpp"
-#include "warpbeam/io/sigproc.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 
 namespace warpbeam::cli {
 
@@ -14,10 +15,14 @@ namespace {
 constexpr double kDispersionConstant = 4.148808e3;  // s MHz^2 pc^-1 cm^3
 
 void run_info(const std::string& path, double dm) {
-  const io::FilterbankHeader h = io::read_filterbank_header(path);
+  const auto source = io::open_filterbank(path);
+  const io::FilterbankHeader& h = source->header();
   const double fmin = h.fmin_mhz(), fmax = h.fmax_mhz();
   const double delay = kDispersionConstant * dm * (1 / (fmin * fmin) - 1 / (fmax * fmax));
   fmt::print("file            {}\n", path);
+  fmt::print("format          {}\n", source->format());
+  for (const auto& [key, text] : source->details())
+    fmt::print("{:<15} {}\n", key, text);
   fmt::print("source_name     {}\n", h.source_name.empty() ? "-" : h.source_name);
   fmt::print("telescope_id    {}\nmachine_id      {}\ndata_type       {}\n", h.telescope_id,
              h.machine_id, h.data_type);
@@ -47,7 +52,9 @@ void add_info_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Print a filterbank's header and derived figures");
   auto path = std::make_shared<std::string>();
   auto dm = std::make_shared<double>(1000.0);
-  cmd->add_option("FILE", *path, "SIGPROC filterbank file")->required();
+  cmd->add_option("FILE", *path,
+                  "Filterbank file: SIGPROC (.fil) or PSRFITS search mode (.fits, .sf)")
+      ->required();
   cmd->add_option("--dm", *dm, "DM (pc cm^-3) for the max-delay figure")
       ->check(CLI::Range(0.0, 1e5))
       ->capture_default_str();
