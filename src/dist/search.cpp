@@ -18,6 +18,7 @@
 #include "warpbeam/dedisp.hpp"
 #include "warpbeam/device.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 #include "warpbeam/progress.hpp"
 
 namespace warpbeam::dist {
@@ -379,10 +380,10 @@ DistSearchResult search_files(const DistSearchConfig& cfg, const Comm& comm) {
       setup.device_budgets.push_back(device_budget(cfg, comm, setup.devices, d));
 
     for (const auto& path : cfg.files) {
-      const io::FilterbankReader reader(path);
+      const auto reader = io::open_filterbank(path);  // SIGPROC or PSRFITS
       FileReport rep;
       rep.path = path;
-      rep.header = reader.header();
+      rep.header = reader->header();
       const auto& h = rep.header;
       rep.dms =
           dedisp::dm_list_dedisp(cfg.search.dm_min, cfg.search.dm_max, cfg.search.pulse_width_us,

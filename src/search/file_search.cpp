@@ -14,6 +14,7 @@
 #include "search/file_search.hpp"
 #include "warpbeam/dedisp.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 #include "warpbeam/progress.hpp"
 #include "warpbeam/search.hpp"
 
@@ -366,7 +367,7 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
                                Backend backend) {
   cfg.validate();
   const Backend b = resolve_backend(backend);
-  const io::FilterbankHeader h = io::read_filterbank_header(path);
+  const io::FilterbankHeader h = io::open_filterbank(path)->header();  // SIGPROC or PSRFITS
   const detail::FileSearchLayout L = detail::plan_file_search(path, h, cfg, b);
 
   SearchResult res = detail::planned_result(L);

@@ -6,6 +6,7 @@
 
 #include "search/file_search.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 #include "warpbeam/unpack.hpp"
 
 namespace warpbeam::search::detail {
@@ -55,7 +56,8 @@ void run_gulps_cpu(const FileSearchLayout& L, std::int64_t dm_begin, std::int64_
                    const PeakSink& sink, StageTimes& times, GulpSpan span) {
   const auto [g_begin, g_end] = span.resolve(L.gulps);
   const io::FilterbankHeader& h = L.header;
-  io::FilterbankReader reader(L.path);
+  const auto source = io::open_filterbank(L.path);  // SIGPROC or PSRFITS
+  io::FilterbankSource& reader = *source;
   // The largest gulp's buffers up front: growing a vector would hold two copies for a moment.
   std::vector<std::uint8_t> raw;
   std::vector<float> gulp_data, plane;

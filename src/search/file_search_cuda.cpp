@@ -29,6 +29,7 @@
 #include "search/executor.hpp"
 #include "search/file_search.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 
 namespace warpbeam::search::detail {
 
@@ -98,7 +99,8 @@ void run_gulps_cuda(const FileSearchLayout& L, std::int64_t dm_begin, std::int64
   set_device(opt.device);
   const io::FilterbankHeader& h = L.header;
   const std::int64_t row_bytes = static_cast<std::int64_t>(h.bytes_per_sample());
-  io::FilterbankReader reader(L.path);
+  const auto source = io::open_filterbank(L.path);  // SIGPROC or PSRFITS
+  io::FilterbankSource& reader = *source;
   std::vector<ChunkRange> chunks;
   for (std::int64_t d0 = dm_begin; d0 < dm_end; d0 += L.chunk)
     chunks.push_back({d0, std::min(dm_end, d0 + L.chunk)});
