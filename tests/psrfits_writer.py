@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """PSRFITS search-mode files for test_psrfits, written by an independent writer (astropy.io.fits).
 
-    psrfits_writer.py SUITE_DIR [FIL ...]
+    psrfits_writer.py SUITE_DIR [--data DIR] [FIL ...]
+
+(--data: the real-data folder, $WARPBEAM_DATA when set; its filterbank/burst_28.fil and
+parkes_2bit.fil are the FILs when both are there.) Exits 77 (ctest's skip) without astropy.
 
 writes into SUITE_DIR, and lists in SUITE_DIR/manifest.json:
   * synthetic files of every sample layout (1/2/4/8-bit as bytes 'B' or bits 'X', signed and
@@ -12,7 +15,9 @@ writes into SUITE_DIR, and lists in SUITE_DIR/manifest.json:
   * for each FIL given (a SIGPROC filterbank, e.g. burst_28.fil): `STEM.fits` (the same samples,
     unscaled, NPOL 1) and, for the first FIL only, `STEM_4pol.fits` (AABBCRCI with AA + BB = the samples),
     `STEM_reversed.fits` (ascending frequency: channels in the opposite order),
-    `STEM_scaled.fits` (DAT_SCL/DAT_OFFS per row and channel, with `STEM_scaled.expected.fil`);
+    `STEM_scaled.fits` (DAT_SCL 1.75, DAT_OFFS -13 in every row and channel: the same S/N) and
+    `STEM_rescaled.fits` (DAT_SCL/DAT_OFFS per row and channel, with
+    `STEM_rescaled.expected.fil`);
   * malformed files: no SUBINT table, NBITS 3, NSBLK 0, rows cut off the end of the file.
 
 The PSRFITS layout (ATNF PSRFITS definition v6.1): a primary header with FITSTYPE = 'PSRFITS',
@@ -27,8 +32,12 @@ import os
 import struct
 import sys
 
-import numpy as np
-from astropy.io import fits
+try:
+    import numpy as np
+    from astropy.io import fits
+except ImportError as e:  # a user's machine without the test references
+    print(f"psrfits_writer.py: {e}: skipped", file=sys.stderr)
+    sys.exit(77)
 
 SIGPROC_INT = {"telescope_id", "machine_id", "data_type", "nchans", "nbits", "nifs", "nbeams",
                "ibeam", "barycentric", "pulsarcentric", "nsamples"}
@@ -320,14 +329,17 @@ def filterbank_cases(out, fil, rng, variants):
     # Ascending frequency: the same sky, the channels in the opposite order.
     last = hdr["fch1"] + (nchan - 1) * hdr["foff"]
     add(f"{stem}_reversed", stored=stored[..., ::-1], fch1=last, foff=-hdr["foff"])
+    # One scale and offset for the whole file (stored per row and channel): the same S/N.
+    ones = np.ones((nrows, nchan), np.float32)
+    add(f"{stem}_scaled", stored=stored, scl=1.75 * ones, offs=-13.0 * ones, fch1=hdr["fch1"],
+        foff=hdr["foff"])
     # Scales and offsets per row and channel (as a recorder that re-levels each row writes).
     scl = rng.uniform(0.5, 2.0, (nrows, nchan)).astype(np.float32)
     offs = rng.uniform(-20, 20, (nrows, nchan)).astype(np.float32)
-    wts = np.ones((nrows, nchan), np.float32)
-    values = expected_values(stored, scl, offs, wts, 0.0, "first")[:nsamp]
-    exp = f"{stem}_scaled.expected.fil"
+    values = expected_values(stored, scl, offs, ones, 0.0, "first")[:nsamp]
+    exp = f"{stem}_rescaled.expected.fil"
     write_sigproc_float(os.path.join(out, exp), hdr, values)
-    add(f"{stem}_scaled", expected=exp, stored=stored, scl=scl, offs=offs, fch1=hdr["fch1"],
+    add(f"{stem}_rescaled", expected=exp, stored=stored, scl=scl, offs=offs, fch1=hdr["fch1"],
         foff=hdr["foff"])
     return cases
 
@@ -349,12 +361,16 @@ def malformed_cases(out, rng):
 
 
 def main():
-    out = sys.argv[1]
+    out, fils = sys.argv[1], sys.argv[2:]
+    if fils[:1] == ["--data"]:
+        data = os.environ.get("WARPBEAM_DATA") or fils[1]
+        fils = [os.path.join(data, "filterbank", f) for f in ("burst_28.fil", "parkes_2bit.fil")]
+        fils = fils if all(os.path.exists(f) for f in fils) else []
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(20240514)
     manifest = {"synthetic": synthetic_cases(out, rng), "filterbank": [],
-                "malformed": malformed_cases(out, rng)}
-    for i, fil in enumerate(sys.argv[2:]):
+                "malformed": malformed_cases(out, rng), "with_data": bool(fils)}
+    for i, fil in enumerate(fils):
         manifest["filterbank"] += filterbank_cases(out, fil, rng, variants=i == 0)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

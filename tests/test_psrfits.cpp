@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,40 +24,44 @@ namespace {
 using warpbeam::io::FilterbankSource;
 using warpbeam::io::open_filterbank;
 
-// The writer's output, made once for the whole binary (astropy's import takes a second).
+// The writer's output, made once per process (astropy's import takes a second), or once for the
+// whole ctest run by the fixture psrfits_suite, which names its folder in $WB_PSRFITS_SUITE.
 struct Suite {
-  wbtest::TempDir dir;
+  wbtest::TempDir tmp;
+  std::filesystem::path dir;
   nlohmann::json manifest;
-  std::string skip;  // why the suite could not be written (no python3 / astropy)
+  std::string skip;  // why the suite could not be written (no cfitsio, python3 or astropy)
   bool with_data = false;
+  std::string file(const std::string& name) const { return (dir / name).string(); }
 };
 
 Suite& suite() {
   static Suite* s = [] {
     auto* s = new Suite;
+    s->dir = s->tmp.path;
     if (!warpbeam::io::psrfits_supported()) {
       s->skip = "this build has no cfitsio";
       return s;
     }
-    const std::string probe =
-        std::string("'") + WARPBEAM_PYTHON + "' -c 'import astropy.io.fits, numpy' >/dev/null 2>&1";
-    if (std::system(probe.c_str()) != 0) {
-      s->skip = std::string("python3 with astropy and numpy not found (") + WARPBEAM_PYTHON + ")";
-      return s;
+    if (const char* shared = std::getenv("WB_PSRFITS_SUITE");
+        shared && std::filesystem::exists(std::filesystem::path(shared) / "manifest.json")) {
+      s->dir = shared;
+    } else {
+      const std::string cmd = std::string("'") + WARPBEAM_PYTHON + "' '" +
+                              WARPBEAM_TEST_SOURCE_DIR + "/psrfits_writer.py' '" + s->dir.string() +
+                              "' --data '" + wbtest::data_dir() + "'";
+      const int rc = std::system(cmd.c_str());
+      if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
+        s->skip = std::string("python3 with astropy and numpy not found (") + WARPBEAM_PYTHON + ")";
+        return s;
+      }
+      if (rc != 0) {
+        s->skip = "psrfits_writer.py failed: " + cmd;  // reported as a failure below
+        return s;
+      }
     }
-    std::string cmd = std::string("'") + WARPBEAM_PYTHON + "' '" + WARPBEAM_TEST_SOURCE_DIR +
-                      "/psrfits_writer.py' '" + s->dir.path.string() + "'";
-    const std::string burst = wbtest::data_file("filterbank/burst_28.fil");
-    const std::string parkes = wbtest::data_file("filterbank/parkes_2bit.fil");
-    if (std::filesystem::exists(burst) && std::filesystem::exists(parkes)) {
-      cmd += " '" + burst + "' '" + parkes + "'";
-      s->with_data = true;
-    }
-    if (std::system(cmd.c_str()) != 0) {
-      s->skip = "psrfits_writer.py failed: " + cmd;  // reported as a failure below
-      return s;
-    }
-    s->manifest = nlohmann::json::parse(wbtest::slurp(s->dir.file("manifest.json")));
+    s->manifest = nlohmann::json::parse(wbtest::slurp(s->file("manifest.json")));
+    s->with_data = s->manifest["with_data"].get<bool>();
     return s;
   }();
   return *s;
@@ -101,7 +106,7 @@ TEST(Psrfits, EverySampleLayoutReadsTheValuesOfTheDefinition) {
   for (const auto& c : cases) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
-    auto src = open_filterbank(suite().dir.file(c["fits"]));
+    auto src = open_filterbank(suite().file(c["fits"]));
     const auto& h = src->header();
     EXPECT_EQ(src->format(), "PSRFITS search mode");
     EXPECT_EQ(h.nbits, c["nbits"].get<int>());
@@ -118,7 +123,7 @@ TEST(Psrfits, EverySampleLayoutReadsTheValuesOfTheDefinition) {
     EXPECT_NEAR(h.src_dej, 220052.1, 1e-6);  // DEC '+22:00:52.1'
     EXPECT_NEAR(h.za_start, 30.25, 1e-6);
 
-    warpbeam::io::FilterbankReader expected(suite().dir.file(c["expected"]));
+    warpbeam::io::FilterbankReader expected(suite().file(c["expected"]));
     const std::vector<float> want = expected.read_all();
     expect_close(read_all(*src), want, name);
 
@@ -145,7 +150,7 @@ TEST(Psrfits, UnscaledSamplesStayPackedAsSigprocPacksThem) {
     SCOPED_TRACE(stem);
     warpbeam::io::FilterbankReader fil(
         wbtest::data_file(std::string("filterbank/") + stem + ".fil"));
-    auto fits = open_filterbank(suite().dir.file(std::string(stem) + ".fits"));
+    auto fits = open_filterbank(suite().file(std::string(stem) + ".fits"));
     const auto& a = fil.header();
     const auto& b = fits->header();
     ASSERT_EQ(b.nbits, a.nbits);
@@ -171,11 +176,11 @@ TEST(Psrfits, Burst28CopiesReadAsTheFilterbank) {
   const auto& h = fil.header();
   const std::vector<float> x = fil.read_all();
 
-  auto four = open_filterbank(suite().dir.file("burst_28_4pol.fits"));
+  auto four = open_filterbank(suite().file("burst_28_4pol.fits"));
   EXPECT_EQ(four->header().nbits, 32);  // a sum of products: float32 rows
   expect_close(read_all(*four), x, "4-pol AA + BB");
 
-  auto rev = open_filterbank(suite().dir.file("burst_28_reversed.fits"));
+  auto rev = open_filterbank(suite().file("burst_28_reversed.fits"));
   EXPECT_EQ(rev->header().fch1, h.fch1 + (h.nchans - 1) * h.foff);
   EXPECT_EQ(rev->header().foff, -h.foff);
   std::vector<float> flipped(x.size());
@@ -184,20 +189,77 @@ TEST(Psrfits, Burst28CopiesReadAsTheFilterbank) {
       flipped[t * h.nchans + c] = x[t * h.nchans + (h.nchans - 1 - c)];
   expect_close(read_all(*rev), flipped, "reversed band");
 
-  auto scaled = open_filterbank(suite().dir.file("burst_28_scaled.fits"));
+  auto scaled = open_filterbank(suite().file("burst_28_scaled.fits"));
   EXPECT_EQ(scaled->header().nbits, 32);
-  warpbeam::io::FilterbankReader want(suite().dir.file("burst_28_scaled.expected.fil"));
-  expect_close(read_all(*scaled), want.read_all(), "scaled");
+  std::vector<float> affine(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    affine[i] = 1.75f * x[i] - 13.0f;
+  expect_close(read_all(*scaled), affine, "scaled");
+
+  auto rescaled = open_filterbank(suite().file("burst_28_rescaled.fits"));
+  warpbeam::io::FilterbankReader want(suite().file("burst_28_rescaled.expected.fil"));
+  expect_close(read_all(*rescaled), want.read_all(), "rescaled per row and channel");
 }
 
 TEST(Psrfits, InfoPrintsTheLayout) {
   WB_REQUIRE_SUITE();
-  const auto r = wbtest::run_cli("info '" + suite().dir.file("aabbcrci_scaled.fits") + "'");
+  const auto r = wbtest::run_cli("info '" + suite().file("aabbcrci_scaled.fits") + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("PSRFITS search mode"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("AA+BB is read"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("nbits           32"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("nsamples        80"), std::string::npos) << r.out;
+}
+
+// One candidate of a .cand file (heimdall's columns).
+struct Cand {
+  double snr = 0, time_s = 0, dm = 0;
+  long long sample = 0, filter = 0, trial = 0, members = 0, begin = 0, end = 0;
+};
+
+std::vector<Cand> search_cands(const std::string& file, const wbtest::TempDir& out,
+                               const std::string& name) {
+  const std::string cand = out.file(name + ".cand");
+  const auto r = wbtest::run_cli("search '" + file + "' --backend cpu --output '" + cand + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<Cand> v;
+  std::istringstream in(wbtest::slurp(cand));
+  Cand c;
+  while (in >> c.snr >> c.sample >> c.time_s >> c.filter >> c.trial >> c.dm >> c.members >>
+         c.begin >> c.end)
+    v.push_back(c);
+  return v;
+}
+
+void expect_same_cands(const std::vector<Cand>& a, const std::vector<Cand>& b,
+                       const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i].snr, b[i].snr, 1e-3 * b[i].snr) << what << " #" << i;
+    EXPECT_EQ(a[i].sample, b[i].sample) << what << " #" << i;
+    EXPECT_EQ(a[i].filter, b[i].filter) << what << " #" << i;
+    EXPECT_EQ(a[i].trial, b[i].trial) << what << " #" << i;
+    EXPECT_EQ(a[i].begin, b[i].begin) << what << " #" << i;
+    EXPECT_EQ(a[i].end, b[i].end) << what << " #" << i;
+  }
+}
+
+// Must show 1: the PSRFITS copies of burst_28.fil give the filterbank's candidates.
+TEST(Psrfits, SearchOfBurst28CopiesFindsTheFilterbanksCandidates) {
+  WB_REQUIRE_SUITE();
+  if (!suite().with_data) GTEST_SKIP() << "real data not found: " << wbtest::data_dir();
+  wbtest::TempDir out;
+  const auto fil = search_cands(wbtest::data_file("filterbank/burst_28.fil"), out, "fil");
+  ASSERT_FALSE(fil.empty());
+  EXPECT_NEAR(fil[0].dm, 475, 5);  // the published burst, DM 475.28 at 2.03 s
+  EXPECT_NEAR(fil[0].time_s, 2.03, 0.01);
+  for (const char* copy : {"burst_28", "burst_28_4pol", "burst_28_reversed", "burst_28_scaled"})
+    expect_same_cands(search_cands(suite().file(std::string(copy) + ".fits"), out, copy), fil,
+                      copy);
+  // Per-row, per-channel scales change the data (and the candidates): as the NumPy values do.
+  expect_same_cands(search_cands(suite().file("burst_28_rescaled.fits"), out, "rescaled"),
+                    search_cands(suite().file("burst_28_rescaled.expected.fil"), out, "want"),
+                    "rescaled");
 }
 
 // Garbage in: exit 1 with the reason, and no product.
@@ -208,7 +270,7 @@ TEST(Psrfits, MalformedFilesFailWithTheReason) {
   for (const auto& c : cases) {
     const std::string name = c["name"], reason = c["reason"];
     SCOPED_TRACE(name);
-    const std::string path = suite().dir.file(c["fits"]);
+    const std::string path = suite().file(c["fits"]);
     try {
       open_filterbank(path);
       ADD_FAILURE() << "no error";
@@ -219,6 +281,13 @@ TEST(Psrfits, MalformedFilesFailWithTheReason) {
     const auto info = wbtest::run_cli("info '" + path + "'");
     EXPECT_EQ(info.exit_code, 1);
     EXPECT_NE(info.err.find(reason), std::string::npos) << info.err;
+    wbtest::TempDir out;
+    const auto search =
+        wbtest::run_cli("search '" + path + "' --backend cpu --output '" + out.file("c.cand") +
+                        "' --json '" + out.file("c.json") + "'");
+    EXPECT_EQ(search.exit_code, 1);
+    EXPECT_NE(search.err.find(reason), std::string::npos) << search.err;
+    EXPECT_TRUE(out.files().empty());
   }
   // Not FITS-like at all, and FITS but not PSRFITS.
   wbtest::TempDir t;
