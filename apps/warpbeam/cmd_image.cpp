@@ -1,4 +1,4 @@
-// `warpbeam image IN`: EPIC all-sky images of LWA TBF voltages. Every --accumulate gulps of
+// `warpbeam image IN`: EPIC all-sky images of LWA TBF or TBX voltages. Every --accumulate gulps of
 // --gulp spectra become one FITS cube (x, y, frequency, Stokes) with a SIN-projection WCS about
 // the zenith, and a PNG quick-look (Stokes I, channel average).
 #include <algorithm>
@@ -80,10 +80,12 @@ void run_image(const ImageOptions& o) {
          "no station file: give --ssmif PATH (or set WARPBEAM_DATA to the shared data folder; "
          "../shared/data is tried otherwise)");
 
-  const io::TbfReader reader(o.in);
+  const auto file = io::open_lwa_voltage_file(o.in);  // TBF or TBX
+  const io::LwaVoltageFile& reader = *file;
   const io::TbfInfo& info = reader.info();
   const io::Ssmif ssmif = io::read_ssmif(ssmif_path);
-  const io::TbfStationModel station = io::tbf_station_model(ssmif, info.nstand);
+  const io::TbfStationModel station =
+      io::tbf_station_model(ssmif, info.nstand, info.format == "TBX");
   const auto [c0, c1] = parse_channels(o.channels, info.nchan());
   const int nchan = c1 - c0;
   for (int c = c0 + 1; c < c1; ++c)
@@ -203,7 +205,7 @@ void run_image(const ImageOptions& o) {
         {"CTYPE3", std::string("FREQ"), ""},
         {"CRVAL3", cfg.freqs_hz.front(), "[Hz] first channel centre"},
         {"CRPIX3", 1.0, ""},
-        {"CDELT3", io::kLwaChannelWidthHz, "[Hz]"},
+        {"CDELT3", info.channel_width_hz, "[Hz]"},
         {"CUNIT3", std::string("Hz"), ""},
         {"CTYPE4", std::string("STOKES"), "I = (XX+YY)/2, Q, U = Re XY*, V = Im XY*"},
         {"CRVAL4", 1.0, ""},
@@ -215,8 +217,8 @@ void run_image(const ImageOptions& o) {
         {"TIMESYS", std::string("UTC"), ""},
         {"DATE-OBS", epic_common::iso_utc(t0), "start of the first spectrum"},
         {"MJD-OBS", epic_common::julian_date(t0) - 2400000.5, ""},
-        {"EXPTIME", static_cast<double>(o.gulp) * o.accumulate / io::kLwaChannelWidthHz,
-         "[s] spectra x 40 us"},
+        {"EXPTIME", static_cast<double>(o.gulp) * o.accumulate * info.spectrum_s(),
+         "[s] spectra x 1/fC"},
         {"LST", lst / 15, "[h] local mean sidereal time at DATE-OBS"},
         {"TELESCOP", ssmif.station_id.empty() ? std::string("LWA") : "LWA-" + ssmif.station_id, ""},
         {"OBSGEO-B", ssmif.lat_deg, "[deg]"},
@@ -265,8 +267,10 @@ void run_image(const ImageOptions& o) {
 
 void add_image_command(CLI::App& app) {
   auto o = std::make_shared<ImageOptions>();
-  auto* cmd = app.add_subcommand("image", "EPIC all-sky images (FITS + PNG) of LWA TBF voltages");
-  cmd->add_option("IN", o->in, "TBF file (real or from `warpbeam simulate station`)")->required();
+  auto* cmd =
+      app.add_subcommand("image", "EPIC all-sky images (FITS + PNG) of LWA TBF or TBX voltages");
+  cmd->add_option("IN", o->in, "TBF or TBX file (real or from `warpbeam simulate station`)")
+      ->required();
   cmd->add_option("--out", o->out, "Output folder (FITS cubes and PNG quick-looks)")->required();
   cmd->add_option("--ssmif", o->ssmif,
                   "Station file (default: $WARPBEAM_DATA/lwa/lwasv-ssmif.txt, else "
@@ -276,7 +280,7 @@ void add_image_command(CLI::App& app) {
   cmd->add_option("--channels", o->channels,
                   "Channel indices of the file: all, A:B (A .. B-1) or A")
       ->capture_default_str();
-  cmd->add_option("--gulp", o->gulp, "Spectra per gulp (40 us each)")
+  cmd->add_option("--gulp", o->gulp, "Spectra per gulp (1/fC each: 40 us for TBF)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24))
       ->capture_default_str();
   cmd->add_option("--accumulate", o->accumulate, "Gulps summed into each image")
