@@ -10,8 +10,12 @@ WB_APT_PACKAGES=(cmake ninja-build g++ pkg-config git file python3 python3-pip
   clang-format)
 # The beamformer's tracking (RA, Dec) beams: ERFA for ICRS -> observed coordinates.
 WB_APT_PACKAGES+=(liberfa-dev)
+# Candidate plots (PNG): PLplot and its cairo driver (pngcairo).
+WB_APT_PACKAGES+=(libplplot-dev plplot-driver-cairo)
 # PyPI packages: header-only CUDA libraries (cuFFTDx, CUTLASS/CuTe) and the Python checks.
 WB_PIP_PACKAGES=(nvidia-mathdx==25.6.0 nvidia-cutlass==4.2.0.0 numpy astropy)
+# The candidate files' check: your (its candidate layout and plotter) and h5py.
+WB_PIP_PACKAGES+=(your==0.6.7 h5py)
 
 wb_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
