@@ -140,7 +140,7 @@ TEST(EpicCli, RealTbxFileImages) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("partial TBX frame"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("of 64 stands gridded"), std::string::npos) << r.err;
-  const Fits f = read_fits(d.file("out/epic_00000.fits"));
+  const wbtest::Fits f = wbtest::read_fits(d.file("out/epic_00000.fits"));
   const double fc = 196e6 / 8192;
   EXPECT_EQ(f.naxes[2], 312);
   EXPECT_NEAR(f.num("CDELT3"), fc, 1e-6);
