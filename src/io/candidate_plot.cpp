@@ -127,8 +127,9 @@ void write_candidate_png(const std::string& path, const CandidateCutout& c) {
   // Profile.
   const auto [pmin, pmax] = std::minmax_element(profile.begin(), profile.end());
   const double pad = 0.08 * (*pmax - *pmin + 1e-12);
-  // The three panels share the time axis: numbers under the lowest only.
-  plvpor(0.12, 0.95, 0.70, 0.88);
+  // The three panels share the time axis: numbers under the lowest only; the gaps leave room
+  // for the lower panels' labels above their frames.
+  plvpor(0.12, 0.95, 0.72, 0.88);
   plwind(t0, t1, *pmin - pad, *pmax + pad);
   plcol0(1);
   plbox("bcst", 0, 0, "bcnstv", 0, 0);
@@ -144,17 +145,17 @@ void write_candidate_png(const std::string& path, const CandidateCutout& c) {
   plmtex("t", 1.6, 0.5, 0.5, title2.c_str());
 
   // Dedispersed waterfall.
-  plvpor(0.12, 0.95, 0.39, 0.67);
+  plvpor(0.12, 0.95, 0.40, 0.665);
   const double y0 = std::min(f_first, f_last), y1 = std::max(f_first, f_last);
   plwind(t0, t1, y0, y1);
   image(wf, nt, nf, t0, t1, y0, y1, quantile(wf, 0.01), quantile(wf, 0.995));
   plcol0(1);
   plbox("bcst", 0, 0, "bcnstv", 0, 0);
   pllab("", "Frequency (MHz)", "");
-  plmtex("t", 0.5, 0.0, 0.0, fmt::format("dedispersed at DM {:.2f}", c.dm).c_str());
+  plmtex("t", 0.9, 0.0, 0.0, fmt::format("dedispersed at DM {:.2f}", c.dm).c_str());
 
   // DM-time bowtie.
-  plvpor(0.12, 0.95, 0.07, 0.35);
+  plvpor(0.12, 0.95, 0.07, 0.335);
   const double ddm = nd > 1 ? (c.dm_max - c.dm_min) / (nd - 1) : 1;
   const double d0 = c.dm_min - ddm / 2, d1 = c.dm_max + ddm / 2;
   plwind(t0, t1, d0, d1);
@@ -162,7 +163,7 @@ void write_candidate_png(const std::string& path, const CandidateCutout& c) {
   plcol0(1);
   plbox("bcnst", 0, 0, "bcnstv", 0, 0);
   pllab("Time from the candidate (ms)", "DM (pc cm#u-3#d)", "");
-  plmtex("t", 0.5, 0.0, 0.0, "DM - time");
+  plmtex("t", 0.9, 0.0, 0.0, "DM - time");
   plend();
 
   std::error_code ec;
