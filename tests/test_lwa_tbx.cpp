@@ -3,6 +3,7 @@
 // start at channels 2176 and 2188; 26 whole frames, then the end of the file); TBX round trips
 // through the writer; the channel width from the time-tag step; every malformed header; and
 // `warpbeam info`.
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -252,4 +253,64 @@ TEST(LwaTbx, InfoDescribesTheRealFile) {
   EXPECT_NE(r.out.find("23.925781 kHz"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2024-06-27T17:32:26.99"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("partial TBX frame (296 of 1564 bytes)"), std::string::npos) << r.err;
+}
+
+// A TBX file that is broken mid-file (a frame's sync word, a frame of a contradicting channel
+// count) fails `image` and `beamform` with the reason, exit 1, and leaves no product; a TBX that
+// is nothing but garbage likewise.
+TEST(LwaTbx, BrokenFilesFailImageAndBeamformWithoutOutput) {
+  WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
+  const std::string ssmif = wbtest::data_file("lwa/lwasv-ssmif.txt");
+  wbtest::TempDir dir;
+  // 64 stands, as the real file: the SSMIF's first 128 F-engine inputs.
+  const int nchan = 24, nstand = 64, per_frame = 12;
+  const std::int64_t ntime = 4;
+  const std::int64_t frame = tbx_frame_bytes(nstand, per_frame);
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(nchan) * ntime * nstand * 2);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<std::uint8_t>(i * 2654435761u >> 24);
+  const std::string good = dir.file("good.tbx");
+  write_tbx(good, v.data(), nchan, ntime, nstand, 2176, 8192 * 1000, per_frame);
+  const auto base = bytes_of(good);
+  auto sync = base;
+  sync[5 * frame] ^= 0xFF;
+  write_bytes(dir.file("sync.tbx"), sync);
+  auto nchan8 = base;
+  {
+    TbxFrameHeader h = decode_tbx_header(nchan8.data() + 3 * frame);
+    h.nchan = 8;
+    encode_tbx_header(h, nchan8.data() + 3 * frame);
+  }
+  write_bytes(dir.file("nchan.tbx"), nchan8);
+  write_bytes(dir.file("garbage.tbx"), std::vector<std::uint8_t>(3 * frame, 0x5A));
+
+  // The good file works, so the failures below are the files' and not the commands'.
+  {
+    const auto r = wbtest::run_cli("image '" + good + "' --ssmif '" + ssmif + "' --out '" +
+                                   dir.file("img_ok") + "' --size 64 --gulp 1 --backend cpu");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto b = wbtest::run_cli("beamform '" + good + "' --grid azel:180:180:1:60:60:1 --out '" +
+                                   dir.file("bf_ok") + "' --backend cpu");
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+  }
+  // (file, image's reason, beamform's reason: beamform recognises the format by its first bytes)
+  const std::vector<std::array<std::string, 3>> cases = {
+      {"sync.tbx", "sync word", "sync word"},
+      {"nchan.tbx", "contradicting", "contradicting"},
+      {"garbage.tbx", "sync word", "is not a voltage file"}};
+  for (const auto& [name, reason, bf_reason] : cases) {
+    SCOPED_TRACE(name);
+    const std::string out_img = dir.file(name + ".img"), out_bf = dir.file(name + ".bf");
+    const auto r = wbtest::run_cli("image '" + dir.file(name) + "' --ssmif '" + ssmif +
+                                   "' --out '" + out_img + "' --size 64 --gulp 1 --backend cpu");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(reason), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out_img));
+    const auto b =
+        wbtest::run_cli("beamform '" + dir.file(name) + "' --grid azel:180:180:1:60:60:1 --out '" +
+                        out_bf + "' --backend cpu");
+    EXPECT_EQ(b.exit_code, 1) << b.err;
+    EXPECT_NE(b.err.find(bf_reason), std::string::npos) << b.err;
+    EXPECT_FALSE(std::filesystem::exists(out_bf));
+  }
 }
