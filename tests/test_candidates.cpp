@@ -3,14 +3,19 @@
 // array's maximum is at the candidate's DM and time), the file has FETCH's and your's layout
 // and matches your's own Candidate pipeline (tests/check_candidate_h5.py: h5py, FETCH's
 // preprocessing, your's plot_h5 and Candidate), the cutout of a synthetic dispersed pulse
-// recovers it, and bad inputs fail clearly without products.
+// recovers it, --zap-chans reaches the files' kill_mask, and bad inputs (options, folders,
+// broken candidate files) fail clearly without products.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include <nlohmann/json.hpp>
+#ifdef WB_TEST_HDF5
+#include <hdf5.h>
+#endif
 
 #include "test_util.hpp"
 #include "warpbeam/dedisp.hpp"
@@ -190,7 +195,19 @@ TEST(CandidateProducts, BadInputsFailClearlyWithoutProducts) {
                                  d.file("no/such/cands") + "'");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
-  // `warpbeam plot` of garbage, of an HDF5 file without the datasets, of a missing file.
+  // A --candidates-dir that is a file: exit 1 before the search (the option named), the file
+  // untouched.
+  {
+    std::FILE* f = std::fopen(d.file("afile").c_str(), "wb");
+    std::fputs("mine", f);
+    std::fclose(f);
+  }
+  const auto as_file = wbtest::run_cli("search '" + fil + "' --backend cpu --candidates-dir '" +
+                                       d.file("afile") + "'");
+  EXPECT_EQ(as_file.exit_code, 1) << as_file.err;
+  EXPECT_NE(as_file.err.find("--candidates-dir"), std::string::npos) << as_file.err;
+  EXPECT_EQ(wbtest::slurp(d.file("afile")), "mine");
+  // `warpbeam plot` of garbage and of a missing file (broken HDF5 files: the next test).
   {
     std::FILE* f = std::fopen(d.file("junk.h5").c_str(), "wb");
     std::fputs("not an HDF5 file at all", f);
@@ -216,6 +233,153 @@ TEST(CandidateProducts, BadInputsFailClearlyWithoutProducts) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("outside"), std::string::npos) << e.what();
   }
+}
+
+// --zap-chans is the cutouts' kill_mask (1 = zapped), as your_candmaker records the channels it
+// was told to kill; read back by read_candidate_h5.
+TEST(CandidateProducts, ZappedChannelsAreTheKillMask) {
+  WB_REQUIRE_DATA("filterbank/burst_28.fil");
+  const std::string fil = wbtest::data_file("filterbank/burst_28.fil");
+  wbtest::TempDir d;
+  const auto r = wbtest::run_cli("search '" + fil + "' --backend cpu --zap-chans 0-10,300 " +
+                                 "--candidates-dir '" + d.file("cands") + "' --candidates-snr 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto h5 = files_with(d, ".h5");
+  ASSERT_EQ(h5.size(), 1u) << r.out;
+  const io::CandidateCutout c = io::read_candidate_h5(h5[0]);
+  ASSERT_EQ(c.kill_mask.size(), static_cast<std::size_t>(c.header.nchans));
+  for (int ch = 0; ch < c.header.nchans; ++ch)
+    EXPECT_EQ(c.kill_mask[ch], ch <= 10 || ch == 300 ? 1 : 0) << "channel " << ch;
+}
+
+#ifdef WB_TEST_HDF5
+// Edits of a good candidate file with HDF5's C API.
+void edit_h5(const std::string& path, const std::function<void(hid_t)>& edit) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << path;
+  edit(f);
+  H5Fclose(f);
+}
+void set_double_attr(hid_t f, const char* name, double v) {
+  if (H5Aexists(f, name) > 0) H5Adelete(f, name);
+  const hid_t s = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate2(f, name, H5T_NATIVE_DOUBLE, s, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_DOUBLE, &v);
+  H5Aclose(a);
+  H5Sclose(s);
+}
+#endif
+
+// A candidate file without a dataset, with a dataset of the wrong rank or shape, or with an
+// attribute out of range fails read_candidate_h5 (format, with the reason) and `warpbeam plot`
+// (exit 1, no PNG).
+TEST(CandidateProducts, BrokenCandidateFilesFailWithTheReason) {
+#ifndef WB_TEST_HDF5
+  GTEST_SKIP() << "this build has no HDF5";
+#else
+  wbtest::TempDir d;
+  // A good file: the cutout of a noise-only filterbank.
+  io::FilterbankHeader h;
+  h.nchans = 16;
+  h.nbits = 32;
+  h.fch1 = 1500;
+  h.foff = -4;
+  h.tsamp = 1e-3;
+  h.tstart = 60000;
+  const std::int64_t n = 2048;
+  const auto data = wbtest::random_floats(static_cast<std::size_t>(n) * h.nchans, 5, -1, 1);
+  {
+    io::FilterbankWriter w(d.file("noise.fil"), h);
+    w.write(data.data(), n);
+    w.commit();
+  }
+  auto src = io::open_filterbank(d.file("noise.fil"));
+  io::CutoutConfig cfg;
+  cfg.dm = 50;
+  cfg.tcand_s = 1.0;
+  cfg.width = 2;
+  cfg.snr = 9;
+  cfg.time_size = cfg.frequency_size = cfg.dm_size = 32;
+  const std::string good = d.file("good.h5");
+  io::write_candidate_h5(good, io::make_candidate_cutout(*src, cfg));
+  ASSERT_NO_THROW(io::read_candidate_h5(good));
+
+  struct Case {
+    std::string name, reason;
+    std::function<void(hid_t)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"no_ft", "no dataset 'data_freq_time'",
+       [](hid_t f) { H5Ldelete(f, "data_freq_time", H5P_DEFAULT); }},
+      {"no_dmt", "no dataset 'data_dm_time'",
+       [](hid_t f) { H5Ldelete(f, "data_dm_time", H5P_DEFAULT); }},
+      {"rank", "is not a 2-D dataset",
+       [](hid_t f) {
+         H5Ldelete(f, "data_dm_time", H5P_DEFAULT);
+         const hsize_t n1 = 10;
+         const hid_t s = H5Screate_simple(1, &n1, nullptr);
+         const hid_t ds = H5Dcreate2(f, "data_dm_time", H5T_NATIVE_FLOAT, s, H5P_DEFAULT,
+                                     H5P_DEFAULT, H5P_DEFAULT);
+         const std::vector<float> z(10, 0.f);
+         H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, z.data());
+         H5Dclose(ds);
+         H5Sclose(s);
+       }},
+      {"shape", "has shape 1 x 5",
+       [](hid_t f) {
+         H5Ldelete(f, "data_freq_time", H5P_DEFAULT);
+         const hsize_t n2[2] = {1, 5};
+         const hid_t s = H5Screate_simple(2, n2, nullptr);
+         const hid_t ds = H5Dcreate2(f, "data_freq_time", H5T_NATIVE_FLOAT, s, H5P_DEFAULT,
+                                     H5P_DEFAULT, H5P_DEFAULT);
+         const std::vector<float> z(5, 0.f);
+         H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, z.data());
+         H5Dclose(ds);
+         H5Sclose(s);
+       }},
+      {"no_dm", "the attribute 'dm' is missing", [](hid_t f) { H5Adelete(f, "dm"); }},
+      {"tsamp", "are not a filterbank's", [](hid_t f) { set_double_attr(f, "tsamp", 0); }},
+      {"nchans", "nchans 1000000000000 is not",
+       [](hid_t f) { set_double_attr(f, "nchans", 1e12); }},
+      {"width", "are not a candidate's", [](hid_t f) { set_double_attr(f, "width", 0); }},
+      {"decimation", "'wb_time_decimation' = nan",
+       [](hid_t f) { set_double_attr(f, "wb_time_decimation", std::nan("")); }},
+      {"kill_mask", "'kill_mask' has 3 entries",
+       [](hid_t f) {
+         H5Adelete(f, "kill_mask");
+         const hsize_t n3 = 3;
+         const hid_t s = H5Screate_simple(1, &n3, nullptr);
+         const hid_t a = H5Acreate2(f, "kill_mask", H5T_NATIVE_INT32, s, H5P_DEFAULT, H5P_DEFAULT);
+         const std::int32_t v[3] = {1, 0, 1};
+         H5Awrite(a, H5T_NATIVE_INT32, v);
+         H5Aclose(a);
+         H5Sclose(s);
+       }},
+  };
+  const std::string bytes = wbtest::slurp(good);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = d.file(c.name + ".h5");
+    {
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      std::fwrite(bytes.data(), 1, bytes.size(), f);
+      std::fclose(f);
+    }
+    edit_h5(path, c.edit);
+    try {
+      io::read_candidate_h5(path);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::format) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.reason), std::string::npos) << e.what();
+    }
+    const std::string png = d.file(c.name + ".png");
+    const auto r = wbtest::run_cli("plot '" + path + "' --out '" + png + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    if (io::candidate_plot_supported()) EXPECT_NE(r.err.find(c.reason), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(png));
+  }
+#endif
 }
 
 }  // namespace

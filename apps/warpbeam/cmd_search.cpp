@@ -154,6 +154,10 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
       if (!io::candidate_h5_supported())
         fail(ErrorCategory::unsupported, "--candidates-dir: this build has no HDF5");
       require_parent_folder(o.candidates_dir);
+      std::error_code ec;
+      if (std::filesystem::exists(o.candidates_dir, ec) &&
+          !std::filesystem::is_directory(o.candidates_dir, ec))
+        fail(ErrorCategory::io, "--candidates-dir '{}' is a file, not a folder", o.candidates_dir);
     }
     dc.files = o.paths;
     dc.search = c;

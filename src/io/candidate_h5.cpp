@@ -168,6 +168,17 @@ double read_attr(hid_t obj, const char* name, const std::string& path) {
 double read_attr(hid_t obj, const char* name, const std::string& path, double fallback) {
   return has_attr(obj, name) ? read_attr(obj, name, path) : fallback;
 }
+// An integer attribute in [lo, hi] (checked as a double, before any cast: a file's NaN or huge
+// value must not reach an integer); `fallback` when missing.
+std::int64_t read_int_attr(hid_t obj, const char* name, const std::string& path,
+                           std::int64_t fallback, double lo, double hi) {
+  if (!has_attr(obj, name)) return fallback;
+  const double v = read_attr(obj, name, path);
+  if (!(v >= lo && v <= hi))
+    fail(ErrorCategory::format, "{}: the attribute '{}' = {} is outside {} .. {}", path, name, v,
+         lo, hi);
+  return static_cast<std::int64_t>(v);
+}
 std::string read_string_attr(hid_t obj, const char* name, const std::string& fallback) {
   if (!has_attr(obj, name)) return fallback;
   H5Id a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
@@ -190,6 +201,39 @@ std::string read_string_attr(hid_t obj, const char* name, const std::string& fal
   v.resize(std::strlen(v.c_str()));
   return v;
 }
+// A 1-D boolean attribute (numpy bool as h5py stores it: an 8-bit enum; or integers) of n
+// entries as 0/1 flags; n zeros when it is missing.
+std::vector<std::uint8_t> read_flags_attr(hid_t obj, const char* name, const std::string& path,
+                                          std::size_t n) {
+  std::vector<std::uint8_t> v(n, 0);
+  if (!has_attr(obj, name)) return v;
+  H5Id a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  H5Id s(H5Aget_space(a), H5Sclose);
+  H5Id t(H5Aget_type(a), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(t);
+  const hssize_t points = H5Sget_simple_extent_npoints(s);
+  if (points < 0 || static_cast<std::size_t>(points) != n)
+    fail(ErrorCategory::format, "{}: the attribute '{}' has {} entries, not nchans = {}", path,
+         name, points, n);
+  if (cls == H5T_ENUM && H5Tget_size(t) == 1) {
+    // HDF5 converts no enum to integers: read the enum's own 1-byte values.
+    std::vector<std::int8_t> b(n);
+    if (H5Aread(a, t, b.data()) < 0)
+      fail(ErrorCategory::format, "{}: cannot read the attribute '{}'", path, name);
+    for (std::size_t i = 0; i < n; ++i)
+      v[i] = b[i] != 0;
+  } else if (cls == H5T_INTEGER) {
+    std::vector<std::int32_t> b(n);
+    if (H5Aread(a, H5T_NATIVE_INT32, b.data()) < 0)
+      fail(ErrorCategory::format, "{}: cannot read the attribute '{}'", path, name);
+    for (std::size_t i = 0; i < n; ++i)
+      v[i] = b[i] != 0;
+  } else {
+    fail(ErrorCategory::format, "{}: the attribute '{}' is not a boolean array", path, name);
+  }
+  return v;
+}
+
 std::vector<float> read_2d(hid_t file, const char* name, const std::string& path, hsize_t dims[2]) {
   if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
     fail(ErrorCategory::format, "{}: no dataset '{}' (not a your/FETCH candidate file)", path,
@@ -321,28 +365,40 @@ CandidateCutout read_candidate_h5(const std::string& path) {
   c.tcand_s = read_attr(f, "tcand", path);
   c.dm = read_attr(f, "dm", path);
   c.snr = read_attr(f, "snr", path);
-  c.width = static_cast<int>(read_attr(f, "width", path));
-  c.label = static_cast<int>(read_attr(f, "label", path, -1));
+  const double width = read_attr(f, "width", path);
+  c.width = width >= 1 && width <= (1 << 30) ? static_cast<int>(width) : 0;  // 0: refused below
+  c.label = static_cast<int>(read_int_attr(f, "label", path, -1, -1e9, 1e9));
   if (c.width < 1 || !std::isfinite(c.dm) || c.dm < 0)
     fail(ErrorCategory::format, "{}: width {} / dm {} are not a candidate's", path, c.width, c.dm);
   FilterbankHeader& h = c.header;
   h.tsamp = read_attr(f, "tsamp", path);
   h.fch1 = read_attr(f, "fch1", path);
   h.foff = read_attr(f, "foff", path);
-  h.nchans = static_cast<int>(read_attr(f, "nchans", path));
+  // Range-checked as a double: a file's huge value must not reach an int (or an allocation).
+  const double nchans = read_attr(f, "nchans", path);
+  if (!(nchans >= 1 && nchans <= (1 << 20)))
+    fail(ErrorCategory::format, "{}: nchans {} is not a filterbank's (1 to 2^20)", path, nchans);
+  h.nchans = static_cast<int>(nchans);
   h.tstart = read_attr(f, "tstart", path, 0);
-  h.nsamples = static_cast<std::int64_t>(read_attr(f, "nspectra", path, 0));
+  h.nsamples = read_int_attr(f, "nspectra", path, 0, 0, 9e15);
   h.source_name = read_string_attr(f, "source_name", "");
   if (!(h.tsamp > 0) || h.nchans < 1 || !(h.foff != 0) || !std::isfinite(h.fch1))
     fail(ErrorCategory::format, "{}: tsamp {} / nchans {} / foff {} are not a filterbank's", path,
          h.tsamp, h.nchans, h.foff);
+  c.kill_mask = read_flags_attr(f, "kill_mask", path, static_cast<std::size_t>(h.nchans));
   // your_candmaker's choices when the file does not record them.
-  c.time_decimation =
-      static_cast<int>(read_attr(f, "wb_time_decimation", path, c.width == 1 ? 1 : c.width / 2));
+  c.time_decimation = static_cast<int>(
+      read_int_attr(f, "wb_time_decimation", path, std::max(1, c.width / 2), 1, 1 << 30));
   c.dm_min = read_attr(f, "wb_dm_min", path, 0);
   c.dm_max = read_attr(f, "wb_dm_max", path, 2 * c.dm);
-  c.nstart_read = static_cast<std::int64_t>(read_attr(f, "wb_nstart_read", path, 0));
-  c.nsamp_read = static_cast<std::int64_t>(read_attr(f, "wb_nsamp_read", path, 0));
+  if (!std::isfinite(c.dm_min) || !std::isfinite(c.dm_max) || c.dm_max < c.dm_min ||
+      !std::isfinite(h.tstart) || !std::isfinite(c.tcand_s))
+    fail(ErrorCategory::format,
+         "{}: wb_dm_min {} / wb_dm_max {} / tstart {} / tcand {} are not a "
+         "candidate's",
+         path, c.dm_min, c.dm_max, h.tstart, c.tcand_s);
+  c.nstart_read = read_int_attr(f, "wb_nstart_read", path, 0, -9e15, 9e15);
+  c.nsamp_read = read_int_attr(f, "wb_nsamp_read", path, 0, 0, 9e15);
   try {
     c.search = nlohmann::json::parse(read_string_attr(f, "wb_search", "null"));
     c.provenance = nlohmann::json::parse(read_string_attr(f, "wb_provenance", "null"));

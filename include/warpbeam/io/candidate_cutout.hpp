@@ -89,9 +89,9 @@ bool candidate_h5_supported();
 /// unsupported without HDF5.
 void write_candidate_h5(const std::string& path, const CandidateCutout& c);
 /// Reads a candidate file written by write_candidate_h5 or by your_candmaker (attributes it
-/// lacks take your's defaults: decimation w / 2, DM range 0 .. 2 DM). Throws io when it cannot
-/// be opened, format when data_freq_time or data_dm_time or a needed attribute is missing or
-/// malformed.
+/// lacks take your's defaults: decimation w / 2, DM range 0 .. 2 DM, no channel killed). Throws io
+/// when it cannot be opened, format when data_freq_time or data_dm_time or a needed attribute is
+/// missing or malformed.
 CandidateCutout read_candidate_h5(const std::string& path);
 
 /// True when this build draws PNGs with PLplot and its pngcairo driver is installed.
