@@ -127,7 +127,7 @@ def write_psrfits(path, *, stored, nbits, storage, fch1, foff, tsamp, tstart, np
                   pol_type="AA+BB", scl=None, offs=None, wts=None, zero_off=None, signint=0,
                   nstot=None, source="TEST", telescope="GMRT", ra="05:34:31.97",
                   dec="+22:00:52.1", unsigned16=False, keys=None, truncate_rows=0,
-                  no_subint=False):
+                  no_subint=False, primary_keys=None):
     """stored: [nrows][nsblk][npol][nchan] integers (or floats for storage 'E')."""
     nrows, nsblk, npol_, nchan = stored.shape
     assert npol_ == npol
@@ -149,6 +149,8 @@ def write_psrfits(path, *, stored, nbits, storage, fch1, foff, tsamp, tstart, np
     h["STT_IMJD"] = imjd
     h["STT_SMJD"] = int(np.floor(sec))
     h["STT_OFFS"] = sec - np.floor(sec)
+    for k, v in (primary_keys or {}).items():
+        h[k] = v
     if no_subint:
         fits.HDUList([prim]).writeto(path, overwrite=True)
         return
@@ -349,14 +351,22 @@ def malformed_cases(out, rng):
     p = dict(nbits=8, storage="B", fch1=1400.0, foff=-1.0, tsamp=1e-3, tstart=60000.0)
     cases = []
 
-    def add(name, reason, **kw):
+    def add(name, reason, category="format", **kw):
         write_psrfits(os.path.join(out, f"{name}.fits"), **{**p, **kw})
-        cases.append({"name": name, "fits": f"{name}.fits", "reason": reason})
+        cases.append({"name": name, "fits": f"{name}.fits", "reason": reason,
+                      "category": category})
 
     add("bad_no_subint", "no SUBINT", stored=stored, no_subint=True)
     add("bad_nbits3", "NBITS = 3", stored=stored, keys={"NBITS": 3})
     add("bad_nsblk0", "NSBLK = 0", stored=stored, keys={"NSBLK": 0})
     add("bad_truncated", "truncated", stored=stored, truncate_rows=2)
+    # Fold mode, a samples-per-row count that would overflow a buffer, a channel count the DATA
+    # column does not hold, a polarisation count the reader does not sum.
+    add("bad_fold", "OBS_MODE = 'PSR'", "unsupported", stored=stored,
+        primary_keys={"OBS_MODE": "PSR"})
+    add("bad_nsblk_huge", "NSBLK = 1099511627776", stored=stored, keys={"NSBLK": 2**40})
+    add("bad_nchan", "the DATA column holds", stored=stored, keys={"NCHAN": 9})
+    add("bad_npol3", "NPOL = 3", "unsupported", stored=stored, keys={"NPOL": 3})
     return cases
 
 
