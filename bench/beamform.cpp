@@ -101,7 +101,7 @@ std::vector<std::complex<float>> bench_weights(const BeamformConfig& c) {
 // Returns flop per wall second; *per_cpu_second gets flop per second of CPU time (robust on a
 // shared machine, where other processes take cores away).
 __attribute__((target("avx2,fma"))) double cpu_fma_flops(int threads, double* per_cpu_second) {
-  const long iters = 20'000'000;
+  const long iters = 40'000'000;
   float sink = 0;
   const std::clock_t c0 = std::clock();
   const auto t0 = std::chrono::steady_clock::now();
@@ -188,6 +188,59 @@ nlohmann::json timing_json(const Measured& m, double flops) {
           {"max_ms", m.max_ms},
           {"repeats", m.repeats},
           {"tflops", flops / (m.median_ms * 1e-3) / 1e12}};
+}
+
+// CPU repeats, each between two runs of the FMA loop.
+struct CpuRepeats {
+  Measured wall;                                   // ms per buffer
+  double median_cpu_s = 0;                         // CPU seconds per buffer (all threads)
+  double median_fma_wall = 0, median_fma_cpu = 0;  // FMA loop: flop per wall / CPU second
+  std::vector<double> fractions;                   // sorted: beamformer / FMA loop, CPU time
+  double median_fraction = 0;
+  nlohmann::json per_repeat = nlohmann::json::array();
+};
+
+CpuRepeats time_cpu(const BeamformPlan& plan, const std::uint8_t* in, float* out, int threads,
+                    int repeats) {
+  const auto& c = plan.config();
+  View<const std::uint8_t, 3> vin(in, c.input_shape());
+  View<float, 4> vout(out, c.output_shape());
+  plan.execute(vin, vout);  // warm-up
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> fma_cpu, fma_wall, ms, cpu_s;
+  double fc = 0;
+  fma_wall.push_back(cpu_fma_flops(threads, &fc));
+  fma_cpu.push_back(fc);
+  CpuRepeats r;
+  for (int i = 0; i < repeats; ++i) {
+    const std::clock_t c0 = std::clock();
+    const auto t0 = std::chrono::steady_clock::now();
+    plan.execute(vin, vout);
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cpu_s.push_back(static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
+    ms.push_back(dt * 1e3);
+    fma_wall.push_back(cpu_fma_flops(threads, &fc));
+    fma_cpu.push_back(fc);
+    const double ceiling = 0.5 * (fma_cpu[i] + fma_cpu[i + 1]);
+    const double f = c.flops() / cpu_s.back() / ceiling;
+    r.fractions.push_back(f);
+    r.per_repeat.push_back({{"ms", ms.back()},
+                            {"cpu_s", cpu_s.back()},
+                            {"fma_flop_per_cpu_second", ceiling},
+                            {"fraction", f}});
+  }
+  std::sort(r.fractions.begin(), r.fractions.end());
+  r.median_fraction = median(r.fractions);
+  r.median_cpu_s = median(cpu_s);
+  r.median_fma_wall = median(fma_wall);
+  r.median_fma_cpu = median(fma_cpu);
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  r.wall = {median(ms), sorted.front(), sorted.back(), repeats};
+  return r;
 }
 
 // A GPU variant the benchmark measures.
@@ -533,11 +586,14 @@ void bench_beamform(const BeamformBenchOptions& o) {
     summary += fmt::format("; automatic = {}", beamform::to_string(auto_plan.algorithm()));
   } else {
     const BeamformPlan plan = make_plan(c);
-    const std::clock_t cpu0 = std::clock();
-    const Measured m = time_plan(plan, in, out, 1, repeats);
-    // CPU seconds per buffer (all threads; the warm-up run is included in the clock, so divide by
-    // repeats + 1).
-    const double cpu_s = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC / (repeats + 1);
+    const int threads = omp_get_max_threads();
+    // Every timed repeat is bracketed by the FMA loop on the same threads, so that the ceiling
+    // and the beamformer see the same machine (on a shared VM its state changes by the second);
+    // the fraction of each repeat uses the mean of the loops before and after it. CPU time
+    // (std::clock: all threads, user + system) is robust to cores taken by other processes.
+    const CpuRepeats cr = time_cpu(plan, in, out, threads, repeats);
+    const Measured& m = cr.wall;
+    const double cpu_s = cr.median_cpu_s;
     // The same check as the GPU variants get (the CPU path is the reference of the tests; this
     // also exercises the check itself on every CPU run).
     const Check chk = verify_sampled(plan, host_in, out, 1e-5);
@@ -557,9 +613,7 @@ void bench_beamform(const BeamformBenchOptions& o) {
     // B2 names no channel width: the real-time factor is this rate over the channel width (Hz)
     // of critically sampled channels.
     rec["sustained_channel_rate_hz"] = static_cast<double>(c.nsamples) / (m.median_ms * 1e-3);
-    const int threads = omp_get_max_threads();
-    double peak_cpu = 0;
-    const double peak = cpu_fma_flops(threads, &peak_cpu);
+    const double peak = cr.median_fma_wall, peak_cpu = cr.median_fma_cpu;
     const double mhz = cpu_clock_mhz();
     // Nominal: cores x 2 FMA pipes x 8 fp32 lanes x 2 flops x clock (AVX2, e.g. Zen 3).
     const double nominal = threads * 2.0 * 8 * 2 * mhz * 1e6;
@@ -571,15 +625,19 @@ void bench_beamform(const BeamformBenchOptions& o) {
     // The same in CPU time: flop per CPU-second against the FMA loop's flop per CPU-second.
     rec["cpu_seconds_per_buffer"] = cpu_s;
     rec["cpu_fma_peak_per_cpu_second"] = peak_cpu;
-    rec["cpu_time_peak_fraction"] = flops / cpu_s / peak_cpu;
+    rec["cpu_time_peak_fraction"] = cr.median_fraction;
+    rec["cpu_time_peak_fraction_min"] = cr.fractions.front();
+    rec["cpu_time_peak_fraction_max"] = cr.fractions.back();
+    rec["cpu_time_peak_fractions"] = cr.per_repeat;
     rec["gflops_per_core_cpu_time"] = flops / cpu_s / 1e9;
     summary = fmt::format(
         "beamform {} cpu ({} threads): {:.1f} ms/buffer, {:.1f} GFLOP/s = {:.0f}% of the measured "
         "AVX2 FMA peak {:.1f} GFLOP/s (nominal {:.1f} at {:.0f} MHz); in CPU time {:.1f} GFLOP per "
-        "core-second = {:.0f}% of the FMA loop's",
+        "core-second = {:.0f}% of the FMA loop's (repeats {:.0f}-{:.0f}%)",
         o.config, threads, m.median_ms, flops / (m.median_ms * 1e-3) / 1e9,
         100 * flops / (m.median_ms * 1e-3) / peak, peak / 1e9, nominal / 1e9, mhz,
-        flops / cpu_s / 1e9, 100 * flops / cpu_s / peak_cpu);
+        flops / cpu_s / 1e9, 100 * cr.median_fraction, 100 * cr.fractions.front(),
+        100 * cr.fractions.back());
     if (data_s > 0) summary += fmt::format(", real-time x{:.3f}", data_s / (m.median_ms * 1e-3));
   }
   rec["summary"] = summary;
