@@ -345,35 +345,46 @@ class CpuExecutor final : public Executor {
     const std::int64_t every = steps > 0 ? std::max<std::int64_t>(1, calls / steps) : calls + 1;
     const std::int64_t per = steps > 0 ? (steps * every + calls - 1) / calls : 0;
     std::int64_t countdown = every;
+    // Prefetch of the next channel (see below): up to 3 ranges, `pf_rate` lines per call.
+    const char* pf_p[3];
+    std::int64_t pf_left[3];
+    int pf_n = 0, pf_rate = 0;
     auto tick = [&] {
+      for (int i = 0; i < pf_rate && pf_n > 0; ++i) {
+        _mm_prefetch(pf_p[pf_n - 1], _MM_HINT_T1);
+        pf_p[pf_n - 1] += 64;
+        if ((pf_left[pf_n - 1] -= 64) <= 0) --pf_n;
+      }
       if (--countdown > 0) return;
       countdown = every;
       for (std::int64_t i = 0; i < per && s.flush.tile; ++i)
         flush_step(r, s.flush);
     };
+    const std::int64_t calls_per_channel = std::max<std::int64_t>(1, calls / tk.nch);
     for (int k = 0; k < tk.nch; ++k) {
       const int ch = tk.ch0 + k;
       const std::uint8_t* chan_in = r.in + (std::int64_t{ch} * c.nsamples + tk.t0) * row;
       // The next channel's samples and weights (of this unit and pass, else of the next) are in
       // other pages, past what the hardware prefetcher follows: fetch them into L2 while this
-      // channel computes (B1, weights from L3: +10 %; into L1 (T0) they did not help).
-      // (Loops here, not in a helper: GCC 12's IPA pure-const pass took a helper made of
-      // prefetches for a function without side effects and deleted its calls.)
+      // channel computes, a few lines per kernel call (B1, weights from L3: +10 %; into L1 (T0)
+      // they did not help, and issued all at once the prefetches waited for miss buffers).
       const bool same = k + 1 < tk.nch;
       const Task& tn = same ? tk : next;
+      pf_n = 0;
       if (tn.nch > 0) {
         const int chn = same ? ch + 1 : tn.ch0;
         const Pass& pn = same ? ps : np;
-        const char* pi =
+        pf_p[pf_n] =
             reinterpret_cast<const char*>(r.in + (std::int64_t{chn} * c.nsamples + tn.t0) * row);
-        for (std::int64_t o = 0; o < tn.nt * row; o += 64)
-          _mm_prefetch(pi + o, _MM_HINT_T1);
-        const std::int64_t wbytes = std::int64_t{c.nantennas} * 2 * pn.nv * kLanes * 4;
+        pf_left[pf_n++] = tn.nt * row;
         for (int pol = 0; pol < c.npol; ++pol) {
-          const char* pw = reinterpret_cast<const char*>(pass_weights(c, chn, pol, pn));
-          for (std::int64_t o = 0; o < wbytes; o += 64)
-            _mm_prefetch(pw + o, _MM_HINT_T1);
+          pf_p[pf_n] = reinterpret_cast<const char*>(pass_weights(c, chn, pol, pn));
+          pf_left[pf_n++] = std::int64_t{c.nantennas} * 2 * pn.nv * kLanes * 4;
         }
+        std::int64_t lines = 0;
+        for (int i = 0; i < pf_n; ++i)
+          lines += (pf_left[i] + 63) / 64;
+        pf_rate = static_cast<int>((lines + calls_per_channel - 1) / calls_per_channel) + 1;
       }
       for (std::int64_t ts = 0; ts < tk.nt; ts += kSub) {
         const int nsub = static_cast<int>(std::min<std::int64_t>(kSub, tk.nt - ts));
