@@ -204,6 +204,88 @@ TEST(BeamformCpu, CustomLevelsAndOffsetBinary) {
   }
 }
 
+// The AVX2 executor (src/beamform/cpu.cpp) against the naive double-precision loop on the shapes
+// where its blocking has edges: beams in passes of 16 with a remainder of one vector (37, 40) or
+// a padded one (11), a single beam, channels in groups of 16 with a partial group, samples in
+// blocks of 64 with a partial block and an odd tail (the kernel takes samples in pairs), an
+// integration that does not divide the block (3, blocks of 66) or spans it (128), both pols with
+// and without the pol sum, voltage output, 1 and 3 threads.
+TEST(BeamformCpu, OptimisedPathMatchesNaiveLoopOnEdgeShapes) {
+  struct Shape {
+    int nchans, nant, nbeams;
+    std::int64_t nsamples;
+    int integration;
+  };
+  const Shape shapes[] = {{33, 7, 37, 73, 1},
+                          {16, 5, 40, 130, 1},
+                          {17, 3, 1, 64, 1},
+                          {19, 6, 11, 201, 3},
+                          {5, 4, 9, 256, 128}};
+  int seed = 100;
+  for (const Shape& sh : shapes)
+    for (auto type : {SampleType::ci4, SampleType::ci8})
+      for (int npol : {1, 2})
+        for (int variant = 0; variant < 3; ++variant) {
+          BeamformConfig c = small_config(type, npol, sh.nchans, sh.nant, sh.nbeams, sh.nsamples);
+          c.integration = sh.integration;
+          c.sum_pols = npol == 2 && variant == 1;
+          if (variant == 2) {
+            if (sh.integration != 1) continue;
+            c.output = OutputKind::voltage;
+          }
+          c.threads = 1 + 2 * (seed % 2);
+          const auto in = random_input(c, static_cast<std::uint32_t>(++seed));
+          const auto w = random_weights(c, static_cast<std::uint32_t>(seed), 5);
+          BeamformPlan plan(c, Backend::cpu);
+          plan.set_weights(weights_view(c, w));
+          std::vector<float> out(static_cast<std::size_t>(output_floats(c)), NAN);
+          plan.execute(input_view(c, in), output_view(c, out));
+          const auto r = compare(out, naive_beamform(c, in, w), c);
+          EXPECT_LE(r.max_err, 1e-5 * r.max_ref)
+              << to_string(type) << " " << sh.nchans << " ch, " << sh.nant << " ant, " << sh.nbeams
+              << " beams, " << sh.nsamples << " samples, integration " << sh.integration
+              << ", npol " << npol << " variant " << variant << ": " << r.first;
+          EXPECT_GT(r.max_ref, 0);
+        }
+}
+
+// Outputs above 32 MiB are written with non-temporal stores in whole cache lines, the channel
+// groups shifted to the output's alignment. At every offset of the output in a line (and an
+// offset that rules the non-temporal path out for voltages: 4 bytes), every output value equals
+// the naive loop's and nothing around the output array is written.
+TEST(BeamformCpu, LargeOutputsAtAnyAlignmentMatchNaiveLoop) {
+  for (const OutputKind kind : {OutputKind::power, OutputKind::voltage}) {
+    BeamformConfig c = small_config(SampleType::ci4, 1, 48, 3, 18, 0);
+    c.output = kind;
+    // > 32 MiB of output: 18 beams x 48 channels x nsamples floats (x2 for voltage).
+    c.nsamples = kind == OutputKind::power ? 9800 : 4900;
+    const auto in = random_input(c, 77);
+    const auto w = random_weights(c, 78, 0);
+    const auto ref = naive_beamform(c, in, w);
+    BeamformPlan plan(c, Backend::cpu);
+    plan.set_weights(weights_view(c, w));
+    const std::size_t n = static_cast<std::size_t>(output_floats(c));
+    ASSERT_GT(n * sizeof(float), std::size_t{32} << 20);
+    // A 64-byte aligned buffer with 32 floats of margin on each side.
+    std::vector<float> buf(n + 96, NAN);
+    const std::size_t base =
+        (64 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64) % 64 / sizeof(float) + 32;
+    for (std::size_t offset : {0, 1, 4, 15}) {
+      std::fill(buf.begin(), buf.end(), NAN);
+      float* o = buf.data() + base + offset;
+      plan.execute(input_view(c, in), View<float, 4>(o, c.output_shape()));
+      const std::vector<float> got(o, o + n);
+      const auto r = compare(got, ref, c);
+      EXPECT_LE(r.max_err, 1e-5 * r.max_ref) << (kind == OutputKind::power ? "power" : "voltage")
+                                             << ", offset " << offset << ": " << r.first;
+      for (std::size_t i = 0; i < base + offset; ++i)
+        ASSERT_TRUE(std::isnan(buf[i])) << "written before the output, offset " << offset;
+      for (std::size_t i = base + offset + n; i < buf.size(); ++i)
+        ASSERT_TRUE(std::isnan(buf[i])) << "written after the output, offset " << offset;
+    }
+  }
+}
+
 TEST(BeamformCpu, RejectsWrongShapes) {
   BeamformConfig c = small_config(SampleType::ci8, 2);
   BeamformPlan plan(c, Backend::cpu);
