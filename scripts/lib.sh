@@ -10,6 +10,9 @@ WB_APT_PACKAGES=(cmake ninja-build g++ pkg-config git file python3 python3-pip
   clang-format)
 # The beamformer's tracking (RA, Dec) beams: ERFA for ICRS -> observed coordinates.
 WB_APT_PACKAGES+=(liberfa-dev)
+# Live streams: cpp-httplib (the status page), libdivide and Boost (spead2, built from its PyPI
+# sdist by scripts/build-spead2), chromium and curl (the status page's test).
+WB_APT_PACKAGES+=(libcpp-httplib-dev libdivide-dev libboost-dev chromium curl)
 # PyPI packages: header-only CUDA libraries (cuFFTDx, CUTLASS/CuTe) and the Python checks.
 WB_PIP_PACKAGES=(nvidia-mathdx==25.6.0 nvidia-cutlass==4.2.0.0 numpy astropy)
 # The Python package (python/: nanobind, scikit-build-core) and its pytest suite's references
@@ -42,6 +45,8 @@ wb_install_deps() {
     "$py" -m pip install -q --disable-pip-version-check "${pipmissing[@]}" 2>&1 \
       | grep -v -E "Running pip as the 'root' user|^$" || true
   fi
+  # spead2's C++ library, cached outside git (a few minutes the first time on a machine).
+  "$WB_ROOT/scripts/build-spead2" || wb_log "WARNING: spead2 did not build: SPEAD streams disabled"
 }
 
 # The preset: cuda when nvcc is on the PATH (or in /usr/local/cuda), else the CPU-only default.
