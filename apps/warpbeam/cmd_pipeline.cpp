@@ -78,8 +78,7 @@ void print_summary(const PipelineOptions& o, const pipeline::PipelineResult& r);
 // because the ring was full, or lost whole) is searched as zeros, and pipeline.json lists it.
 void run_listen(PipelineOptions& o) {
   auto& c = o.config;
-  apply_search_options(c.search, c.run, o.no_zero_dm, o.zap_chans, o.memory_mib,
-                       o.gpu_memory_mib);
+  apply_search_options(c.search, c.run, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
   c.integration = o.integrate;
   c.algorithm = beamform::parse_algorithm(o.algorithm);
   c.split = pipeline::parse_split(o.split);

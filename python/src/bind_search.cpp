@@ -1,7 +1,7 @@
 // The single-pulse search of a filterbank file and the candidate files (.cand, JSON). The
-// options arrive as a JSON object of FileSearchConfig's and RunOptions' field names (warpbeam/search.py checks
-// the keywords); the candidates go out and come back as columns (warpbeam/candidates.py makes
-// the structured array).
+// options arrive as a JSON object of FileSearchConfig's and RunOptions' field names
+// (warpbeam/search.py checks the keywords); the candidates go out and come back as columns
+// (warpbeam/candidates.py makes the structured array).
 #include <fmt/format.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
