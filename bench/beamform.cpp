@@ -292,9 +292,7 @@ std::vector<Variant> gpu_variants(const BeamformBenchOptions& o, const BeamformC
       }
     }
     if (only == Algorithm::cublas_fp16 || only == Algorithm::tensor_core) add(only, {});
-    if (want(Algorithm::tensor_int8)) add(Algorithm::tensor_int8, {});  // issue 17, unmeasured
   } else {
-    if (want(Algorithm::tensor_int8)) add(Algorithm::tensor_int8, {});
     if (want(Algorithm::cublas_fp16)) {
       add(Algorithm::cublas_fp16, {0, 0, 0, 16});
       add(Algorithm::cublas_fp16, {0, 0, 0, 32});
@@ -302,6 +300,9 @@ std::vector<Variant> gpu_variants(const BeamformBenchOptions& o, const BeamformC
     if (o.sweep && want(Algorithm::register_stream)) add(Algorithm::register_stream, {32, 1}, 2);
     if (only == Algorithm::register_tiled) add(only, {}, 2);
   }
+  // tensor-int8 (issue 17) only when asked for, until the H200 has run it once: a fault of the
+  // unmeasured kernel must not cost the --sweep runs their records.
+  if (only == Algorithm::tensor_int8) add(Algorithm::tensor_int8, {});
   return v;
 }
 
