@@ -229,6 +229,8 @@ class CudaExecutor final : public Executor {
 }  // namespace
 
 std::unique_ptr<Executor> make_cuda_executor(const PlanData& plan) {
+  if (plan.config.algorithm == Algorithm::subband) return make_cuda_subband_executor(plan);
+  if (plan.config.algorithm == Algorithm::fdmt) return make_cuda_fdmt_executor(plan);
   return std::make_unique<CudaExecutor>(plan);
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "dedisp/executor.hpp"
+#include "dedisp/method_tables.hpp"
 #include "warpbeam/dedisp.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/unpack.hpp"
@@ -38,6 +39,25 @@ void DedispersionConfig::validate() const {
   require_range("threads", threads, 0, 4096);
   require_range("cpu_tuning.dms_per_tile", cpu_tuning.dms_per_tile, 0, 4096);
   require_range("cpu_tuning.samples_per_tile", cpu_tuning.samples_per_tile, 0, 1 << 20);
+  if (subband.subbands < 0 || subband.subbands > nchans)
+    fail(ErrorCategory::invalid_argument,
+         "subband.subbands = {} must be 0 (automatic) or 1 .. {} (no more sub-bands than channels)",
+         subband.subbands, nchans);
+  if (!(subband.coarse_dm_step >= 0) || !std::isfinite(subband.coarse_dm_step))
+    fail(ErrorCategory::invalid_argument,
+         "subband.coarse_dm_step = {} pc cm^-3 must be >= 0 (0: automatic)", subband.coarse_dm_step);
+  if (!(subband.smearing > 0 && subband.smearing <= 4))
+    fail(ErrorCategory::invalid_argument,
+         "subband.smearing = {} is outside the allowed range (0, 4] (a fraction of the width)",
+         subband.smearing);
+  if (!(subband.min_snr_fraction >= 0 && subband.min_snr_fraction <= 1))
+    fail(ErrorCategory::invalid_argument,
+         "subband.min_snr_fraction = {} is outside the allowed range [0, 1]",
+         subband.min_snr_fraction);
+  require_range("subband.phases", subband.phases, 0, 4);
+  if (!(pulse_width_us > 0) || !std::isfinite(pulse_width_us))
+    fail(ErrorCategory::invalid_argument, "pulse_width_us = {} must be > 0", pulse_width_us);
+  require_range("fdmt.block", fdmt.block, std::int64_t{0}, std::int64_t{1} << 30);
   if (channel_major) {
     if (nbits != 32)
       fail(ErrorCategory::invalid_argument,
@@ -45,8 +65,10 @@ void DedispersionConfig::validate() const {
     if (std::count(killmask.begin(), killmask.end(), 0) > 0)
       fail(ErrorCategory::invalid_argument,
            "channel_major input takes no killmask: zero the zapped channels' rows instead");
-    if (algorithm != Algorithm::automatic && algorithm != Algorithm::tiled)
-      fail(ErrorCategory::invalid_argument, "channel_major input runs the tiled kernel, not {}",
+    if (algorithm != Algorithm::automatic && algorithm != Algorithm::tiled &&
+        algorithm != Algorithm::subband && algorithm != Algorithm::fdmt)
+      fail(ErrorCategory::invalid_argument,
+           "channel_major input runs the tiled kernel, subband or fdmt, not {}",
            to_string(algorithm));
   }
 }
@@ -74,7 +96,9 @@ DedispersionPlan::DedispersionPlan(DedispersionConfig config, Backend backend)
     fail(ErrorCategory::invalid_argument,
          "nsamples_in = {} must exceed the largest delay, {} samples (DM {})", config_.nsamples_in,
          max_delay_, config_.dms.back());
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  tables_ = std::make_shared<const detail::MethodTables>(
+      detail::make_method_tables(config_, backend_, delays_, nsamples_out()));
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   if (backend_ == Backend::cuda) {
 #ifdef WARPBEAM_HAVE_CUDA
     exec_ = detail::make_cuda_executor(data);
@@ -100,7 +124,7 @@ void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<float, 2> ou
   if (config_.channel_major)
     fail(ErrorCategory::invalid_argument,
          "this plan takes channel-major float32 input: call execute_channel_major()");
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   exec_->execute(data, in.data, out.data, stream);
 }
 
@@ -121,7 +145,7 @@ void DedispersionPlan::execute_channel_major(View<const float, 2> in, View<float
          in.shape[0], in.shape[1], in.strides[0], in.strides[1], config_.nchans,
          config_.nsamples_in, config_.nsamples_in);
   require_view(out, {ndms(), nsamples_out()}, Space::device, "dedispersion output");
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   exec_->execute_channel_major(data, in.data, in.strides[0], out.data, stream);
 }
 
@@ -154,26 +178,48 @@ void execute_quantised(const DedispersionPlan& plan, detail::Executor& exec,
 
 void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<std::uint8_t, 2> out,
                                const OutputScaling& scaling, const Stream* stream) const {
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   execute_quantised(*this, *exec_, data, in, out, scaling, stream);
 }
 
 void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<std::uint16_t, 2> out,
                                const OutputScaling& scaling, const Stream* stream) const {
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   execute_quantised(*this, *exec_, data, in, out, scaling, stream);
 }
 
 Algorithm DedispersionPlan::algorithm() const {
-  return exec_->algorithm({config_, delays_, max_delay_, nsamples_out()});
+  return exec_->algorithm({config_, delays_, max_delay_, nsamples_out(), tables_.get()});
 }
 
 CudaTuning DedispersionPlan::tuning() const {
-  return exec_->tuning({config_, delays_, max_delay_, nsamples_out()});
+  return exec_->tuning({config_, delays_, max_delay_, nsamples_out(), tables_.get()});
 }
 
 std::string DedispersionPlan::kernel_description() const {
-  return exec_->description({config_, delays_, max_delay_, nsamples_out()});
+  return exec_->description({config_, delays_, max_delay_, nsamples_out(), tables_.get()});
+}
+
+const TrialReport& DedispersionPlan::trials() const {
+  return tables_->report;
+}
+
+Workspace DedispersionPlan::workspace() const {
+  Workspace w = exec_->workspace();
+  // The delay table and the report's own tables live on the host.
+  const auto& r = tables_->report;
+  w.host_bytes += static_cast<std::int64_t>((delays_.size() + r.delays.size()) * 4);
+  if (tables_->subband)
+    w.host_bytes += static_cast<std::int64_t>(
+        (tables_->subband->off1.size() + 3 * tables_->subband->shift.size()) * 4);
+  if (tables_->fdmt)
+    for (const auto& L : tables_->fdmt->levels)
+      w.host_bytes += static_cast<std::int64_t>(L.a.size() * 6 * 4);
+  return w;
+}
+
+OperationCount DedispersionPlan::operations() const {
+  return detail::count_operations(config_, *tables_, nsamples_out());
 }
 
 }  // namespace warpbeam::dedisp
