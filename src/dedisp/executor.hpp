@@ -1,7 +1,7 @@
 #pragma once
 // Internal: the kernel behind a DedispersionPlan. One implementation per backend and method
-// (cpu.cpp, cpu_subband.cpp, cpu_fdmt.cpp, cuda_dispatch.cpp, cuda_subband.cpp, cuda_fdmt.cpp);
-// plan.cpp picks one. Each gets the validated config and the delay table.
+// (cpu_tiled.cpp, cpu_subband.cpp, cpu_fdmt.cpp, cuda_dispatch.cpp, cuda_subband.cpp,
+// cuda_fdmt.cpp); plan.cpp picks one. Each gets the validated config and the delay table.
 #include <cstdint>
 #include <memory>
 #include <string>
