@@ -174,8 +174,8 @@ TEST(DedispSubband, SumsAlongItsDelaysWithinTheBoundAgainstBruteForce) {
           lo += mn, hi += mx;
         }
         const float g = got[i * nt + t];
-        ASSERT_TRUE(g >= lo && g <= hi) << "trial " << i << " t " << t << ": " << g << " not in ["
-                                        << lo << ", " << hi << "]";
+        ASSERT_TRUE(g >= lo && g <= hi)
+            << "trial " << i << " t " << t << ": " << g << " not in [" << lo << ", " << hi << "]";
       }
     }
     // 3. The smearing bound, recomputed here from the coarse grid: every sub-band of the cut
@@ -304,8 +304,11 @@ TEST(DedispFdmt, SumsExactlyAlongItsOwnDelayCurves) {
     std::int64_t block;
     bool mask;
   };
-  const Shape shapes[] = {{96, -3.125, 0, true}, {77, 2.5, 333, false}, {1, -1, 0, false},
-                          {2, -4, 64, false},    {130, -1, 1000, true}};
+  const Shape shapes[] = {{96, -3.125, 0, true},
+                          {77, 2.5, 333, false},
+                          {1, -1, 0, false},
+                          {2, -4, 64, false},
+                          {130, -1, 1000, true}};
   int seed = 0;
   for (const auto& s : shapes) {
     DedispersionConfig c;
@@ -347,8 +350,7 @@ TEST(DedispFdmt, SumsExactlyAlongItsOwnDelayCurves) {
         worst = std::max(
             worst, static_cast<int>(std::ceil(std::abs(cur[ch] - exact_delay(c, r.dms[i], ch)))));
       // The row's DM is its integer delay across the band.
-      if (c.nchans > 1)
-        EXPECT_NEAR(exact_delay(c, r.dms[i], lo_ch), r.fdmt_delay[i], 1e-3);
+      if (c.nchans > 1) EXPECT_NEAR(exact_delay(c, r.dms[i], lo_ch), r.fdmt_delay[i], 1e-3);
     }
     EXPECT_LE(worst, 3);
   }
@@ -379,11 +381,11 @@ TEST(DedispFdmt, D1NeedsFewerAdditionsAndBoundedMemory) {
   const auto ops = plan.operations();
   const auto ws = plan.workspace();
   const float worst_snr = *std::min_element(r.snr_fraction.begin(), r.snr_fraction.end());
-  std::printf("[ D1 fdmt ] integer delays up to %d: %.2fx fewer additions than brute force on "
-              "%lld samples, %.3g bytes moved, host workspace %.2f GB; worst predicted S/N %.4f\n",
-              r.fdmt_max_delay, brute / ops.additions,
-              static_cast<long long>(plan.nsamples_out()), ops.bytes, ws.host_bytes / 1e9,
-              worst_snr);
+  std::printf(
+      "[ D1 fdmt ] integer delays up to %d: %.2fx fewer additions than brute force on "
+      "%lld samples, %.3g bytes moved, host workspace %.2f GB; worst predicted S/N %.4f\n",
+      r.fdmt_max_delay, brute / ops.additions, static_cast<long long>(plan.nsamples_out()),
+      ops.bytes, ws.host_bytes / 1e9, worst_snr);
   EXPECT_EQ(r.fdmt_max_delay, plan.max_delay());
   EXPECT_LT(ops.additions, brute / 2.5);
   // The tree's roundings cost a pulse narrower than a sample some S/N at low DM; once the

@@ -127,7 +127,8 @@ struct SubbandConfig {
   double smearing = 0.5;  ///< the bound above, as a fraction of W_s: (0, 4]
   /// The least predicted S/N fraction of a fine trial (automatic grid only): [0, 1].
   double min_snr_fraction = 0.95;
-  /// Stage-1 phases per coarse DM, 1 .. 4. 0: whichever of 1 and 2 needs fewer additions.
+  /// Stage-1 phases per coarse DM, 1 .. 4. 0: per group, whichever of 1 and 2 needs fewer
+  /// additions (one for a uniform coarse_dm_step).
   int phases = 0;
 };
 
@@ -157,7 +158,7 @@ struct DedispersionConfig {
   /// Intrinsic pulse width (us, > 0) assumed by the sub-band smearing bound and the S/N model of
   /// TrialReport (as dm_list_dedisp's pulse_width_us).
   double pulse_width_us = 40;
-  int threads = 0;        ///< CPU threads (0: OpenMP's default)
+  int threads = 0;  ///< CPU threads (0: OpenMP's default)
   /// Input already corner-turned by the caller: execute_channel_major() takes float32 rows
   /// [nchans][row stride] on the device (the GPU search cleans each gulp into that layout).
   /// CUDA only: nbits must be 32, the killmask empty or all ones (zero a channel's row
@@ -191,11 +192,12 @@ struct TrialReport {
   /// at the band centre as a box, 8.3 us |foff| DM / f^3). A model, checked by the search tests.
   std::vector<float> snr_fraction;
   // Algorithm::subband:
-  int subbands = 0;                        ///< sub-bands (0 for the other methods)
-  int subband_phases = 0;                  ///< stage-1 phases per coarse DM
-  std::vector<float> coarse_dms;           ///< the coarse DM grid (pc cm^-3), ascending
-  std::vector<std::int32_t> coarse_trial;  ///< [ndm] index into coarse_dms of each fine trial
-  std::vector<float> subband_smearing_s;   ///< [ndm] max over sub-bands of t_sb(i, s) (s)
+  int subbands = 0;                         ///< sub-bands (0 for the other methods)
+  int subband_phases = 0;                   ///< the most stage-1 phases of a coarse DM
+  std::vector<std::int32_t> coarse_phases;  ///< [coarse] stage-1 phases of each coarse DM
+  std::vector<float> coarse_dms;            ///< the coarse DM grid (pc cm^-3), ascending
+  std::vector<std::int32_t> coarse_trial;   ///< [ndm] index into coarse_dms of each fine trial
+  std::vector<float> subband_smearing_s;    ///< [ndm] max over sub-bands of t_sb(i, s) (s)
   // Algorithm::fdmt:
   std::vector<std::int32_t> fdmt_delay;  ///< [ndm] the row's integer delay across the band
   std::int32_t fdmt_max_delay = 0;       ///< the largest integer delay computed
@@ -239,7 +241,7 @@ std::uint32_t quantise_output(float sum, const OutputScaling& s, int out_nbits);
 namespace detail {
 class Executor;
 struct MethodTables;
-}
+}  // namespace detail
 
 /// A dedispersion plan: the delay table and scratch for one shape; execute() allocates nothing.
 class DedispersionPlan {
@@ -315,9 +317,9 @@ class DedispersionPlan {
 
 /// The choice of select_algorithm(): the method, the modelled seconds of each candidate and why.
 struct AlgorithmChoice {
-  Algorithm algorithm = Algorithm::automatic;  ///< automatic (brute force), subband or fdmt
+  Algorithm algorithm = Algorithm::automatic;     ///< automatic (brute force), subband or fdmt
   double brute_s = 0, subband_s = 0, fdmt_s = 0;  ///< modelled execute() time; < 0: not eligible
-  float subband_snr = 0, fdmt_snr = 0;  ///< worst snr_fraction over the trials
+  float subband_snr = 0, fdmt_snr = 0;            ///< worst snr_fraction over the trials
   std::string reason;
 };
 

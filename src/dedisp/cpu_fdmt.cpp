@@ -84,8 +84,8 @@ class CpuFdmtExecutor final : public Executor {
   }
 
   Workspace workspace() const override {
-    return {static_cast<std::int64_t>(
-                (scratch_.size() + buffers_[0].size() + buffers_[1].size()) * sizeof(float)),
+    return {static_cast<std::int64_t>((scratch_.size() + buffers_[0].size() + buffers_[1].size()) *
+                                      sizeof(float)),
             0};
   }
 

@@ -76,7 +76,7 @@ struct NodeStat {
 
 // The choices of every (level, node, delay): the upper child's delay and the split.
 struct Choices {
-  std::vector<std::vector<std::int32_t>> dmax;                        // [level][node]
+  std::vector<std::vector<std::int32_t>> dmax;                       // [level][node]
   std::vector<std::vector<std::vector<std::int32_t>>> upper, split;  // [level][node][delay]
 };
 
@@ -115,9 +115,8 @@ Choices choose_splits(const Band& band, int H, std::int32_t root_max) {
       const double ru = frac(ns.pm, ns.p0, ns.p1), rs = frac(ns.pm + 1, ns.p0, ns.p1);
       ch.dmax[h - 1][2 * k] = ns.pm > ns.p0 ? static_cast<std::int32_t>(std::ceil(dm * ru)) : 0;
       ch.dmax[h - 1][2 * k + 1] =
-          ns.p1 > ns.pm + 1
-              ? std::min(dm, static_cast<std::int32_t>(std::ceil(dm * (1 - rs))) + 1)
-              : 0;
+          ns.p1 > ns.pm + 1 ? std::min(dm, static_cast<std::int32_t>(std::ceil(dm * (1 - rs))) + 1)
+                            : 0;
     }
   auto node_stat = [&](std::int64_t a, std::int64_t b) {
     NodeStat s;
@@ -259,7 +258,8 @@ FdmtTables plan_fdmt(const DedispersionConfig& c, const std::vector<std::int32_t
   for (auto& v : need[0])
     for (std::int32_t d : v)
       if (d != 0)
-        fail(ErrorCategory::invalid_argument, "fdmt: internal error: a channel was asked for delay {}", d);
+        fail(ErrorCategory::invalid_argument,
+             "fdmt: internal error: a channel was asked for delay {}", d);
 
   // Row numbers: level h's rows are its nodes' delays in order. row_of(h, k, d).
   std::vector<std::vector<std::int64_t>> first(static_cast<std::size_t>(H) + 1);
@@ -316,8 +316,8 @@ FdmtTables plan_fdmt(const DedispersionConfig& c, const std::vector<std::int32_t
   }
   // The last level writes the output directly; the others need ping-pong buffers.
   for (int h = 1; h < H; ++h)
-    t.max_level_elements =
-        std::max(t.max_level_elements, t.levels[static_cast<std::size_t>(h - 1)].offsets(block).back());
+    t.max_level_elements = std::max(
+        t.max_level_elements, t.levels[static_cast<std::size_t>(h - 1)].offsets(block).back());
 
   // The delay of every channel in every output row: follow the splits down.
   t.curves.assign(ndm * static_cast<std::size_t>(c.nchans), 0);

@@ -90,6 +90,8 @@ MethodTables make_method_tables(const DedispersionConfig& c, Backend backend,
     r.delays = t.effective_delays(delays);
     r.subbands = t.subbands;
     r.subband_phases = t.phases;
+    for (int j = 0; j < t.ncoarse(); ++j)
+      r.coarse_phases.push_back(t.phase_begin[j + 1] - t.phase_begin[j]);
     r.coarse_dms = t.coarse_dms;
     r.coarse_trial = t.coarse_of;
     r.subband_smearing_s = t.smearing_s;
@@ -145,8 +147,8 @@ OperationCount count_operations(const DedispersionConfig& c, const MethodTables&
       const FdmtLevel& L = t.levels[h];
       for (std::int64_t r = 0; r < L.nrows(); ++r) {
         // Every block computes block + ext samples of the row (the last block fewer).
-        const double len = static_cast<double>(nblocks - 1) * static_cast<double>(B + L.ext[r]) +
-                           last + L.ext[r];
+        const double len =
+            static_cast<double>(nblocks - 1) * static_cast<double>(B + L.ext[r]) + last + L.ext[r];
         if (L.b[r] >= 0) k.additions += len;
         k.bytes += 8.0 * len;  // written once, read once (its second reader hits a cache)
       }

@@ -15,35 +15,36 @@ namespace warpbeam::dedisp::detail {
 // ---------------------------------------------------------------------------------------------
 
 /// The two stages of Algorithm::subband for one config (see SubbandConfig). Stage-1 rows are
-/// q = j * phases + p (coarse DM j, phase p):
+/// q = phase_begin[j] + p (coarse DM j, phase p < phase_begin[j + 1] - phase_begin[j]):
 ///   stage 1: S[q][s][t] = sum_{c in s} x_c[t + off1[q][c]]
-///   stage 2: out[i][t]  = sum_s S[j(i) * phases + phase[i][s]][s][t + shift[i][s]]
+///   stage 2: out[i][t]  = sum_s S[phase_begin[j(i)] + phase[i][s]][s][t + shift[i][s]]
 /// Only sub-bands with a kept channel are listed. The coarse trials' groups of fine trials are
 /// consecutive: coarse j serves fine trials group_begin[j] .. group_begin[j + 1] - 1. A stage-1
 /// row (q, s) is needed only over [min_shift, max_shift + block) of the fine trials that use it
 /// (used[q][s] = 0: none does).
 struct SubbandTables {
   int subbands = 0;                        ///< sub-bands cut (as configured or chosen)
-  int phases = 1;                          ///< stage-1 phases per coarse DM
+  int phases = 1;                          ///< the most stage-1 phases of a coarse DM
   std::vector<std::vector<int>> channels;  ///< [nsub] kept channels of each listed sub-band
   std::vector<double> sweep_s_per_dm;      ///< [nsub] k (f_lo^-2 - f_hi^-2) over its channels
   std::vector<float> coarse_dms;           ///< [ncoarse]
   std::vector<std::int32_t> group_begin;   ///< [ncoarse + 1]
   std::vector<std::int32_t> coarse_of;     ///< [ndm]
-  /// [ncoarse * phases][nchans]: round(exact delay at DM_j of c - that of the sub-band's highest
-  /// channel + p / phases), non-decreasing in j. Every channel of a listed sub-band.
+  std::vector<std::int32_t> phase_begin;   ///< [ncoarse + 1] first stage-1 row of each coarse DM
+  /// [nrows1][nchans]: round(exact delay at DM_j of c - that of the sub-band's highest channel +
+  /// p / (phases of j)). Every channel of a listed sub-band.
   std::vector<std::int32_t> off1;
   std::vector<std::int32_t> phase;                 ///< [ndm][nsub]
   std::vector<std::int32_t> shift;                 ///< [ndm][nsub]
-  std::vector<std::int32_t> min_shift, max_shift;  ///< [ncoarse * phases][nsub]
-  std::vector<std::uint8_t> used;                  ///< [ncoarse * phases][nsub]
+  std::vector<std::int32_t> min_shift, max_shift;  ///< [nrows1][nsub]
+  std::vector<std::uint8_t> used;                  ///< [nrows1][nsub]
   std::vector<float> smearing_s;                   ///< [ndm] max_s t_sb(i, s)
   std::vector<int> sub_of_chan;                    ///< [nchans] listed sub-band, or -1
   std::vector<float> snr_fraction;                 ///< [ndm] snr_model of each fine trial
 
   int nsub() const { return static_cast<int>(channels.size()); }
   int ncoarse() const { return static_cast<int>(coarse_dms.size()); }
-  int nrows1() const { return ncoarse() * phases; }  ///< stage-1 rows per sub-band
+  int nrows1() const { return phase_begin.empty() ? 0 : phase_begin.back(); }  ///< stage-1 rows
   /// The delays each fine trial sums along, [ndm][nchans] (killed channels get their sub-band's
   /// formula too; channels of a sub-band with no kept channel, which is not summed, the
   /// brute-force `delays`).
@@ -86,14 +87,14 @@ struct FdmtLevel {
 /// row(delta) = upper(delta_u)[t] + lower(delta_l)[t + split]. Only rows that feed an output
 /// are computed (the rows of each level are pruned from the outputs downwards).
 struct FdmtTables {
-  std::vector<int> chan_of_pos;          ///< [N] channel at each position
-  std::vector<FdmtLevel> levels;         ///< levels[0] is level 1 (it reads the channels)
-  std::vector<std::int32_t> chan_ext;    ///< [nchans] samples read beyond the block per channel
-  std::vector<std::int32_t> out_row;     ///< [ndm] the last level's row of each output trial
-  std::vector<std::int32_t> out_delay;   ///< [ndm] its integer delay across the band
-  std::vector<std::int32_t> curves;      ///< [ndm][nchans] the delay of every channel
-  std::int64_t block = 0;                ///< output samples per block
-  std::int64_t max_level_elements = 0;   ///< floats of the largest level buffer at `block`
+  std::vector<int> chan_of_pos;         ///< [N] channel at each position
+  std::vector<FdmtLevel> levels;        ///< levels[0] is level 1 (it reads the channels)
+  std::vector<std::int32_t> chan_ext;   ///< [nchans] samples read beyond the block per channel
+  std::vector<std::int32_t> out_row;    ///< [ndm] the last level's row of each output trial
+  std::vector<std::int32_t> out_delay;  ///< [ndm] its integer delay across the band
+  std::vector<std::int32_t> curves;     ///< [ndm][nchans] the delay of every channel
+  std::int64_t block = 0;               ///< output samples per block
+  std::int64_t max_level_elements = 0;  ///< floats of the largest level buffer at `block`
 };
 
 /// The FDMT of `config` (validated) whose outputs are the rows at each trial's brute-force
@@ -115,8 +116,7 @@ struct MethodTables {
 /// The tables and the report of `config` (validated) on `backend` (cpu or cuda) for brute-force
 /// delays `delays` and valid output samples `nsamples_out`.
 MethodTables make_method_tables(const DedispersionConfig& config, Backend backend,
-                                const std::vector<std::int32_t>& delays,
-                                std::int64_t nsamples_out);
+                                const std::vector<std::int32_t>& delays, std::int64_t nsamples_out);
 
 /// Variance over kept channels of (delays[ch] - exact delay at `dm` in samples), samples^2:
 /// how far a row's whole-sample delays scatter about the true dispersion curve (a constant

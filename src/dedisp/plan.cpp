@@ -46,7 +46,8 @@ void DedispersionConfig::validate() const {
          subband.subbands, nchans);
   if (!(subband.coarse_dm_step >= 0) || !std::isfinite(subband.coarse_dm_step))
     fail(ErrorCategory::invalid_argument,
-         "subband.coarse_dm_step = {} pc cm^-3 must be >= 0 (0: automatic)", subband.coarse_dm_step);
+         "subband.coarse_dm_step = {} pc cm^-3 must be >= 0 (0: automatic)",
+         subband.coarse_dm_step);
   if (!(subband.smearing > 0 && subband.smearing <= 4))
     fail(ErrorCategory::invalid_argument,
          "subband.smearing = {} is outside the allowed range (0, 4] (a fraction of the width)",

@@ -83,7 +83,8 @@ AlgorithmChoice select_algorithm(const DedispersionConfig& config, Backend backe
 
   ch.algorithm = Algorithm::automatic;
   double best = ch.brute_s;
-  if (ch.subband_s >= 0 && ch.subband_s < best) best = ch.subband_s, ch.algorithm = Algorithm::subband;
+  if (ch.subband_s >= 0 && ch.subband_s < best)
+    best = ch.subband_s, ch.algorithm = Algorithm::subband;
   if (ch.fdmt_s >= 0 && ch.fdmt_s < best) best = ch.fdmt_s, ch.algorithm = Algorithm::fdmt;
   ch.reason = fmt::format(
       "modelled on {}: brute force {:.3g} s, subband {}, fdmt {}; picked {}", to_string(backend),

@@ -104,7 +104,8 @@ Coarse make_coarse(const DedispersionConfig& c, const Cut& cut, float dm, int ph
   k.dm = dm;
   k.off1.assign(static_cast<std::size_t>(phases),
                 std::vector<std::int32_t>(static_cast<std::size_t>(c.nchans), 0));
-  k.maxoff.assign(static_cast<std::size_t>(phases), std::vector<std::int32_t>(cut.channels.size(), 0));
+  k.maxoff.assign(static_cast<std::size_t>(phases),
+                  std::vector<std::int32_t>(cut.channels.size(), 0));
   for (int p = 0; p < phases; ++p)
     for (int ch = 0; ch < c.nchans; ++ch) {
       const int s = cut.sub_of_chan[static_cast<std::size_t>(ch)];
@@ -178,26 +179,31 @@ struct Grid {
 // Greedy pass over the fine list: each group [a, b] as long as every member is within the
 // bound of the group's middle trial (the fine DM nearest the group's mid-DM) and keeps its
 // predicted S/N, found by galloping then bisecting on b.
-Grid greedy_grid(const DedispersionConfig& c, const Cut& cut, const Fine& fine, int phases) {
+Grid greedy_grid(const DedispersionConfig& c, const Cut& cut, const Fine& fine,
+                 const std::vector<int>& phase_options) {
   const auto& dms = c.dms;
   const int ndm = static_cast<int>(dms.size());
-  std::vector<std::optional<Coarse>> as_coarse(dms.size());
-  auto coarse_at = [&](int m) -> const Coarse& {
-    if (!as_coarse[m]) as_coarse[m] = make_coarse(c, cut, dms[m], phases, fine.g);
-    return *as_coarse[m];
+  std::size_t kept_channels = 0;
+  for (const auto& ch : cut.channels)
+    kept_channels += ch.size();
+  std::vector<std::vector<std::optional<Coarse>>> cache(
+      phase_options.size(), std::vector<std::optional<Coarse>>(dms.size()));
+  auto coarse_at = [&](std::size_t o, int m) -> const Coarse& {
+    if (!cache[o][m]) cache[o][m] = make_coarse(c, cut, dms[m], phase_options[o], fine.g);
+    return *cache[o][m];
   };
   auto middle = [&](int a, int b) {
     const float mid = 0.5f * (dms[a] + dms[b]);
-    int m = static_cast<int>(std::lower_bound(dms.begin() + a, dms.begin() + b + 1, mid) -
-                             dms.begin());
+    int m =
+        static_cast<int>(std::lower_bound(dms.begin() + a, dms.begin() + b + 1, mid) - dms.begin());
     if (m > a && std::abs(dms[m - 1] - mid) <= std::abs(dms[m] - mid)) --m;
     return std::min(m, b);
   };
   std::vector<std::int32_t> phase(cut.channels.size()), shift(cut.channels.size());
   std::vector<std::int32_t> eff(static_cast<std::size_t>(c.nchans));
-  auto ok = [&](int a, int b) {
+  auto ok = [&](std::size_t o, int a, int b) {
     const int m = middle(a, b);
-    const Coarse& k = coarse_at(m);
+    const Coarse& k = coarse_at(o, m);
     for (int i = a; i <= b; ++i) {
       if (std::abs(static_cast<double>(dms[i]) - dms[m]) > cut.allowed[i]) return false;
       if (trial_snr(c, cut, fine, i, k, phase, shift, eff) < c.subband.min_snr_fraction)
@@ -205,28 +211,43 @@ Grid greedy_grid(const DedispersionConfig& c, const Cut& cut, const Fine& fine, 
     }
     return true;
   };
-  Grid g;
-  g.coarse_of.resize(dms.size());
-  for (int a = 0; a < ndm;) {
+  // The last fine trial of the widest group from a with option o.
+  auto extent = [&](std::size_t o, int a) {
     int good = a, step = 1;
-    while (good + step < ndm && ok(a, good + step)) {
+    while (good + step < ndm && ok(o, a, good + step)) {
       good += step;
       step *= 2;
     }
     int lo = good, hi = std::min(ndm - 1, good + step);  // ok(a, lo); hi unknown or bad
     while (hi > lo + 1) {
       const int mid = (lo + hi) / 2;
-      if (ok(a, mid))
+      if (ok(o, a, mid))
         lo = mid;
       else
         hi = mid;
     }
-    if (hi > lo && ok(a, hi)) lo = hi;
-    const int m = middle(a, lo);
-    for (int i = a; i <= lo; ++i)
+    if (hi > lo && ok(o, a, hi)) lo = hi;
+    return lo;
+  };
+  Grid g;
+  g.coarse_of.resize(dms.size());
+  for (int a = 0; a < ndm;) {
+    // Per group, the phase count with the fewest additions per fine trial:
+    // (phases x channels) / group size + sub-bands.
+    std::size_t best_o = 0;
+    int best_b = a;
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t o = 0; o < phase_options.size(); ++o) {
+      const int b = extent(o, a);
+      const double per_trial =
+          static_cast<double>(phase_options[o]) * static_cast<double>(kept_channels) / (b - a + 1);
+      if (per_trial < best - 1e-9) best = per_trial, best_o = o, best_b = b;
+    }
+    const int m = middle(a, best_b);
+    for (int i = a; i <= best_b; ++i)
       g.coarse_of[i] = static_cast<std::int32_t>(g.coarse.size());
-    g.coarse.push_back(coarse_at(m));
-    a = lo + 1;
+    g.coarse.push_back(coarse_at(best_o, m));
+    a = best_b + 1;
   }
   return g;
 }
@@ -264,11 +285,14 @@ Grid uniform_grid(const DedispersionConfig& c, const Cut& cut, const Fine& fine,
 }
 
 // Additions per output sample of a grid.
-double cost(const Cut& cut, const Grid& g, std::size_t ndm, int phases) {
+double cost(const Cut& cut, const Grid& g, std::size_t ndm) {
   std::size_t kept_channels = 0;
   for (const auto& ch : cut.channels)
     kept_channels += ch.size();
-  return static_cast<double>(g.coarse.size()) * phases * static_cast<double>(kept_channels) +
+  std::size_t rows = 0;
+  for (const auto& k : g.coarse)
+    rows += k.off1.size();
+  return static_cast<double>(rows) * static_cast<double>(kept_channels) +
          static_cast<double>(ndm) * static_cast<double>(cut.channels.size());
 }
 
@@ -287,7 +311,9 @@ std::vector<std::int32_t> SubbandTables::effective_delays(
         eff[i * nchans + ch] = delays[i * nchans + ch];
         continue;
       }
-      const std::size_t q = static_cast<std::size_t>(coarse_of[i]) * phases + phase[i * ns + s];
+      const std::size_t q =
+          static_cast<std::size_t>(phase_begin[static_cast<std::size_t>(coarse_of[i])]) +
+          static_cast<std::size_t>(phase[i * ns + s]);
       eff[i * nchans + ch] = off1[q * nchans + ch] + shift[i * ns + s];
     }
   return eff;
@@ -310,7 +336,7 @@ SubbandTables plan_subbands(const DedispersionConfig& c, const std::vector<std::
     fine.v_bf[i] = delay_variance(c, delays.data() + i * nchans, c.dms[i]);
   }
 
-  std::vector<int> sub_candidates, phase_candidates;
+  std::vector<int> sub_candidates;
   if (c.subband.subbands > 0) {
     sub_candidates.push_back(c.subband.subbands);
   } else {
@@ -318,61 +344,60 @@ SubbandTables plan_subbands(const DedispersionConfig& c, const std::vector<std::
       sub_candidates.push_back(n);
     if (sub_candidates.empty()) sub_candidates.push_back(1);
   }
-  if (c.subband.phases > 0)
-    phase_candidates.push_back(c.subband.phases);
-  else
-    phase_candidates = {1, 2};
-  const bool single = sub_candidates.size() == 1 && phase_candidates.size() == 1;
+  // Phases: as configured, else chosen per group (1 or 2) by the greedy pass; a uniform grid
+  // takes one phase unless told otherwise.
+  const std::vector<int> phase_options =
+      c.subband.phases > 0 ? std::vector<int>{c.subband.phases} : std::vector<int>{1, 2};
   std::optional<Cut> best_cut;
   std::optional<Grid> best_grid;
-  int best_phases = 1;
   double best_cost = std::numeric_limits<double>::infinity();
   std::string first_error;
   for (int nsub : sub_candidates) {
-    const Cut cut = make_cut(c, nsub);
-    for (int phases : phase_candidates) {
-      Grid grid;
-      try {
-        grid = c.subband.coarse_dm_step > 0 ? uniform_grid(c, cut, fine, phases)
-                                            : greedy_grid(c, cut, fine, phases);
-      } catch (const Error& e) {
-        if (single) throw;
-        if (first_error.empty()) first_error = e.what();
-        continue;
-      }
-      const double k = cost(cut, grid, ndm, phases);
-      if (k < best_cost) {
-        best_cost = k;
-        best_cut = cut;
-        best_grid = std::move(grid);
-        best_phases = phases;
-      }
+    Cut cut = make_cut(c, nsub);
+    Grid grid;
+    try {
+      grid = c.subband.coarse_dm_step > 0
+                 ? uniform_grid(c, cut, fine, std::max(c.subband.phases, 1))
+                 : greedy_grid(c, cut, fine, phase_options);
+    } catch (const Error& e) {
+      if (sub_candidates.size() == 1) throw;
+      if (first_error.empty()) first_error = e.what();
+      continue;
+    }
+    const double k = cost(cut, grid, ndm);
+    if (k < best_cost) {
+      best_cost = k;
+      best_cut = std::move(cut);
+      best_grid = std::move(grid);
     }
   }
   if (!best_cut) fail(ErrorCategory::invalid_argument, "{}", first_error);
   const Cut& cut = *best_cut;
   const Grid& grid = *best_grid;
-  const int P = best_phases;
 
   SubbandTables t;
   t.subbands = cut.subbands;
-  t.phases = P;
   t.channels = cut.channels;
   t.sweep_s_per_dm = cut.sweep;
   t.sub_of_chan = cut.sub_of_chan;
   t.coarse_of = grid.coarse_of;
-  for (const auto& k : grid.coarse)
+  t.phase_begin.push_back(0);
+  for (const auto& k : grid.coarse) {
     t.coarse_dms.push_back(k.dm);
+    t.phase_begin.push_back(t.phase_begin.back() + static_cast<std::int32_t>(k.off1.size()));
+    t.phases = std::max(t.phases, static_cast<int>(k.off1.size()));
+  }
   const int nsub = t.nsub();
   const int ncoarse = t.ncoarse();
   t.group_begin.assign(static_cast<std::size_t>(ncoarse) + 1, static_cast<std::int32_t>(ndm));
   for (std::size_t i = ndm; i-- > 0;)
     t.group_begin[static_cast<std::size_t>(t.coarse_of[i])] = static_cast<std::int32_t>(i);
-  t.off1.assign(static_cast<std::size_t>(ncoarse) * P * nchans, 0);
+  const auto nq = static_cast<std::size_t>(t.nrows1());
+  t.off1.assign(nq * nchans, 0);
   for (int j = 0; j < ncoarse; ++j)
-    for (int p = 0; p < P; ++p)
+    for (std::size_t p = 0; p < grid.coarse[j].off1.size(); ++p)
       std::copy(grid.coarse[j].off1[p].begin(), grid.coarse[j].off1[p].end(),
-                t.off1.begin() + (static_cast<std::ptrdiff_t>(j) * P + p) * nchans);
+                t.off1.begin() + static_cast<std::ptrdiff_t>((t.phase_begin[j] + p) * nchans));
 
   const auto ns = static_cast<std::size_t>(nsub);
   t.phase.assign(ndm * ns, 0);
@@ -390,13 +415,13 @@ SubbandTables plan_subbands(const DedispersionConfig& c, const std::vector<std::
       smear = std::max(smear, std::abs(static_cast<double>(c.dms[i]) - k.dm) * cut.sweep[s]);
     t.smearing_s[i] = static_cast<float>(smear);
   }
-  const std::size_t nq = static_cast<std::size_t>(ncoarse) * P;
   t.min_shift.assign(nq * ns, std::numeric_limits<std::int32_t>::max());
   t.max_shift.assign(nq * ns, 0);
   t.used.assign(nq * ns, 0);
   for (std::size_t i = 0; i < ndm; ++i)
     for (std::size_t s = 0; s < ns; ++s) {
-      const std::size_t q = static_cast<std::size_t>(t.coarse_of[i]) * P + t.phase[i * ns + s];
+      const std::size_t q = static_cast<std::size_t>(t.phase_begin[t.coarse_of[i]]) +
+                            static_cast<std::size_t>(t.phase[i * ns + s]);
       t.min_shift[q * ns + s] = std::min(t.min_shift[q * ns + s], t.shift[i * ns + s]);
       t.max_shift[q * ns + s] = std::max(t.max_shift[q * ns + s], t.shift[i * ns + s]);
       t.used[q * ns + s] = 1;
