@@ -78,6 +78,11 @@ class CudaExecutor final : public Executor {
   CudaTuning tuning(const PlanData&) const override {
     return algorithm_ == Algorithm::direct ? CudaTuning{} : geo_.tuning();
   }
+  Workspace workspace() const override {
+    return {0, static_cast<std::int64_t>(delays_.bytes() + killmask_.bytes() + words_.bytes() +
+                                         compact_.bytes() + base_.bytes() + span_.bytes() +
+                                         chan_row_.bytes() + scratch_.bytes())};
+  }
   std::string description(const PlanData&) const override {
     if (algorithm_ == Algorithm::direct)
       return "cuda direct (dedisp's scheme): one thread per (DM, 2 samples), 8 x 32 threads per "
