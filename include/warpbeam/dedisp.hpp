@@ -186,10 +186,13 @@ struct TrialReport {
   /// is the variance over kept channels of (delay - exact delay) in samples^2 and v_bf that of
   /// delay_table() (~1/12: rounding): the width of a box with the added variance.
   std::vector<float> smearing_s;
-  /// [ndm] the S/N of a Gaussian pulse of the config's pulse_width_us found
-  /// at this trial's DM, relative to brute force's: ((s2 + v_bf) / (s2 + v))^(1/4), with s2 the
-  /// pulse's variance in samples^2 (FWHM / 2.3548, the sample's 1/12, and the channel's smearing
-  /// at the band centre as a box, 8.3 us |foff| DM / f^3). A model, checked by the search tests.
+  /// [ndm] the S/N of a Gaussian pulse of the config's pulse_width_us found at this trial,
+  /// relative to brute force's: ((s2 + v_bf) / (s2 + v))^(1/4), with s2 the pulse's variance in
+  /// samples^2 (FWHM / 2.3548, the sample's 1/12, and the channel's smearing at the band centre
+  /// as a box, 8.3 us |foff| DM / f^3), v and v_bf the variances over kept channels of the two
+  /// methods' delays about the exact curve of the pulse's DM; the worst of a pulse at the trial's
+  /// DM and at the midpoints to its neighbours (where the trial's own DM error adds to the
+  /// method's scatter). A model, checked by the search's injection tests.
   std::vector<float> snr_fraction;
   // Algorithm::subband:
   int subbands = 0;                         ///< sub-bands (0 for the other methods)

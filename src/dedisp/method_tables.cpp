@@ -52,6 +52,27 @@ double snr_model(const DedispersionConfig& c, double dm, double v, double v_bf) 
   return std::pow((s2 + v_bf) / (s2 + v), 0.25);
 }
 
+std::array<double, 3> judged_dms(const std::vector<float>& dms, std::size_t i) {
+  const double d = dms[i];
+  const double lo =
+      i > 0 ? 0.5 * (d + dms[i - 1]) : (i + 1 < dms.size() ? d - 0.5 * (dms[i + 1] - d) : d);
+  const double hi =
+      i + 1 < dms.size() ? 0.5 * (d + dms[i + 1]) : (i > 0 ? d + 0.5 * (d - dms[i - 1]) : d);
+  return {d, std::max(0.0, lo), hi};
+}
+
+double trial_snr_fraction(const DedispersionConfig& c, std::size_t i, const std::int32_t* delays,
+                          const std::int32_t* bf, const double* bf_var) {
+  const auto at = judged_dms(c.dms, i);
+  double worst = 1;
+  for (std::size_t k = 0; k < at.size(); ++k) {
+    const double v = delay_variance(c, delays, at[k]);
+    const double v_bf = bf_var ? bf_var[k] : delay_variance(c, bf, at[k]);
+    worst = std::min(worst, snr_model(c, at[k], v, v_bf));
+  }
+  return worst;
+}
+
 void fill_report_errors(const DedispersionConfig& c, const std::vector<std::int32_t>& delays,
                         TrialReport& r) {
   const std::size_t ndm = c.dms.size();
@@ -68,7 +89,7 @@ void fill_report_errors(const DedispersionConfig& c, const std::vector<std::int3
     const double v = delay_variance(c, eff, r.dms[i]);
     const double v_bf = delay_variance(c, bf, c.dms[i]);
     r.smearing_s[i] = static_cast<float>(c.tsamp_s * std::sqrt(12 * std::max(0.0, v - v_bf)));
-    r.snr_fraction[i] = static_cast<float>(snr_model(c, c.dms[i], v, v_bf));
+    r.snr_fraction[i] = static_cast<float>(trial_snr_fraction(c, i, eff, bf));
   }
 }
 

@@ -2,6 +2,7 @@
 // Internal: the host-side tables of the methods that sum along their own delays (subband, fdmt),
 // shared by the CPU and CUDA executors, and the TrialReport every plan gives. Plain C++ (no
 // CUDA), so that the derivations are tested on the CPU.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -40,7 +41,7 @@ struct SubbandTables {
   std::vector<std::uint8_t> used;                  ///< [nrows1][nsub]
   std::vector<float> smearing_s;                   ///< [ndm] max_s t_sb(i, s)
   std::vector<int> sub_of_chan;                    ///< [nchans] listed sub-band, or -1
-  std::vector<float> snr_fraction;                 ///< [ndm] snr_model of each fine trial
+  std::vector<float> snr_fraction;                 ///< [ndm] trial_snr_fraction of each fine trial
 
   int nsub() const { return static_cast<int>(channels.size()); }
   int ncoarse() const { return static_cast<int>(coarse_dms.size()); }
@@ -126,6 +127,17 @@ double delay_variance(const DedispersionConfig& config, const std::int32_t* dela
 /// The S/N model of TrialReport::snr_fraction: a Gaussian pulse of the config's width at `dm`
 /// summed along delays scattered by `v` against brute force's `v_bf` (samples^2).
 double snr_model(const DedispersionConfig& config, double dm, double v, double v_bf);
+
+/// The DMs at which trial i's S/N is judged: its own and the midpoints to its neighbours (a
+/// pulse between two trials is found by either), where the DM error of the trial adds to the
+/// method's own scatter.
+std::array<double, 3> judged_dms(const std::vector<float>& dms, std::size_t i);
+
+/// snr_model of a trial summed along `delays` against brute force's `bf` (both [nchans]), the
+/// worst over judged_dms(); `bf_var` (optional) holds brute force's variances at those DMs.
+double trial_snr_fraction(const DedispersionConfig& config, std::size_t i,
+                          const std::int32_t* delays, const std::int32_t* bf,
+                          const double* bf_var = nullptr);
 
 /// Fills report.max_delay_error, smearing_s and snr_fraction from report.dms and report.delays
 /// against the brute-force `delays` (see TrialReport).

@@ -14,6 +14,7 @@
 // that no delay exceeds the trial's largest brute-force delay. The S/N model (snr_model) then
 // checks every trial against brute force's own rounding.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -124,7 +125,7 @@ struct Fine {
   const std::vector<std::int32_t>* delays = nullptr;  // [ndm][nchans]
   std::vector<double> g;                              // [nchans] exact delay per unit DM
   std::vector<std::int32_t> dmax;                     // [ndm] over all channels
-  std::vector<double> v_bf;                           // [ndm] delay_variance of brute force
+  std::vector<std::array<double, 3>> v_bf;  // [ndm] brute force's variance at judged_dms()
 };
 
 // Stage-2 phase and shift of fine trial i on coarse k for every sub-band (least squares against
@@ -167,7 +168,7 @@ double trial_snr(const DedispersionConfig& c, const Cut& cut, const Fine& fine, 
     const int s = cut.sub_of_chan[static_cast<std::size_t>(ch)];
     eff[ch] = s < 0 ? D[ch] : k.off1[phase[s]][ch] + shift[s];
   }
-  return snr_model(c, c.dms[i], delay_variance(c, eff.data(), c.dms[i]), fine.v_bf[i]);
+  return trial_snr_fraction(c, i, eff.data(), D, fine.v_bf[i].data());
 }
 
 // The grouping: coarse DMs and, per fine trial, its coarse index.
@@ -333,7 +334,9 @@ SubbandTables plan_subbands(const DedispersionConfig& c, const std::vector<std::
   for (std::size_t i = 0; i < ndm; ++i) {
     for (int ch = 0; ch < nchans; ++ch)
       fine.dmax[i] = std::max(fine.dmax[i], delays[i * nchans + ch]);
-    fine.v_bf[i] = delay_variance(c, delays.data() + i * nchans, c.dms[i]);
+    const auto at = judged_dms(c.dms, i);
+    for (std::size_t k = 0; k < at.size(); ++k)
+      fine.v_bf[i][k] = delay_variance(c, delays.data() + i * nchans, at[k]);
   }
 
   std::vector<int> sub_candidates;

@@ -38,6 +38,37 @@ std::int64_t cuda_host_need(const io::FilterbankHeader& h, std::int64_t L, std::
   return 2 * (L + max_delay) * static_cast<std::int64_t>(h.bytes_per_sample());
 }
 
+// The dedispersion method of the search (FileSearchConfig::dedisp): automatic asks
+// dedisp::select_algorithm() on the first chunk of the longest plane, the others are set as
+// asked. The sub-band settings and the S/N bound go into every chunk's config; a bad one (more
+// sub-bands than channels, a coarse step the bound refuses) fails when the first chunk's plan
+// is made, before any output is written.
+void choose_dedisp_method(detail::FileSearchLayout& L, const FileSearchConfig& cfg) {
+  auto& dc = L.dedisp;
+  dc.pulse_width_us = cfg.pulse_width_us;
+  dc.subband.subbands = cfg.subbands;
+  dc.subband.coarse_dm_step = cfg.subband_dm_step;
+  dc.subband.min_snr_fraction = cfg.dedisp_min_snr;
+  const auto first = L.chunk_dedisp(0, std::min(L.chunk, L.ndms()), L.plane_len);
+  switch (cfg.dedisp) {
+    case DedispMethod::brute:
+      dc.algorithm = dedisp::Algorithm::automatic;
+      break;
+    case DedispMethod::subband:
+      dc.algorithm = dedisp::Algorithm::subband;
+      break;
+    case DedispMethod::fdmt:
+      dc.algorithm = dedisp::Algorithm::fdmt;
+      break;
+    case DedispMethod::automatic: {
+      const auto choice = dedisp::select_algorithm(first, L.backend, cfg.dedisp_min_snr);
+      dc.algorithm = choice.algorithm;
+      L.dedisp_choice = choice.reason;
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -200,6 +231,7 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
   L.gulps = (L.nout + gulp - 1) / gulp;
   L.chunk = chunk;
   L.plane_len = len;
+  choose_dedisp_method(L, cfg);
   if (cuda) {
     L.host_bytes = cuda_host_need(h, len, L.max_delay);
     L.device_bytes = device_need(len, chunk);
@@ -214,6 +246,29 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
 // ---------------------------------------------------------------------------------------------
 // Options and results
 // ---------------------------------------------------------------------------------------------
+
+std::string to_string(DedispMethod m) {
+  switch (m) {
+    case DedispMethod::automatic:
+      return "auto";
+    case DedispMethod::brute:
+      return "brute";
+    case DedispMethod::subband:
+      return "subband";
+    case DedispMethod::fdmt:
+      return "fdmt";
+  }
+  return "unknown";
+}
+
+DedispMethod parse_dedisp_method(const std::string& name) {
+  if (name == "auto" || name == "automatic") return DedispMethod::automatic;
+  if (name == "brute") return DedispMethod::brute;
+  if (name == "subband") return DedispMethod::subband;
+  if (name == "fdmt") return DedispMethod::fdmt;
+  fail(ErrorCategory::invalid_argument, "--dedisp {} is not one of auto, brute, subband, fdmt",
+       name);
+}
 
 std::vector<int> parse_channel_list(const std::string& spec) {
   std::vector<int> out;
@@ -278,6 +333,13 @@ void FileSearchConfig::validate() const {
          "--gpu-memory = {} bytes must be 0 (automatic) or at least 1 MiB", device_memory_bytes);
   require_range("--device", device, 0, 1023);
   require_range("--gpu-streams", gpu_streams, 1, 2);
+  if (!(dedisp_min_snr > 0 && dedisp_min_snr <= 1))
+    fail(ErrorCategory::invalid_argument, "--dedisp-min-snr = {} must be in (0, 1]",
+         dedisp_min_snr);
+  require_range("--subbands", subbands, 0, 1 << 20);
+  if (!(subband_dm_step >= 0) || !std::isfinite(subband_dm_step))
+    fail(ErrorCategory::invalid_argument, "--subband-dm-step = {} must be >= 0 (0: automatic)",
+         subband_dm_step);
 }
 
 nlohmann::json FileSearchConfig::to_json() const {
@@ -302,11 +364,17 @@ nlohmann::json FileSearchConfig::to_json() const {
           {"device_memory_bytes", device_memory_bytes},
           {"device", device},
           {"gpu_streams", gpu_streams},
-          {"autotune", autotune}};
+          {"autotune", autotune},
+          {"dedisp", to_string(dedisp)},
+          {"dedisp_min_snr", dedisp_min_snr},
+          {"subbands", subbands},
+          {"subband_dm_step", subband_dm_step}};
 }
 
 nlohmann::json SearchResult::to_json() const {
   return {{"backend", backend},
+          {"dedisp_method", dedisp_method},
+          {"dedisp_choice", dedisp_choice},
           {"ndms", dms.size()},
           {"dm_first", dms.empty() ? 0.f : dms.front()},
           {"dm_last", dms.empty() ? 0.f : dms.back()},
@@ -358,6 +426,10 @@ SearchResult planned_result(const FileSearchLayout& L) {
   res.device_memory_bytes = L.device_bytes;
   res.min_channels_kept = L.header.nchans;
   res.widest_boxcar = widest_boxcar(L.search, L.plane_len, 0);
+  res.dedisp_method = L.dedisp.algorithm == dedisp::Algorithm::subband ? "subband"
+                      : L.dedisp.algorithm == dedisp::Algorithm::fdmt  ? "fdmt"
+                                                                       : "brute";
+  res.dedisp_choice = L.dedisp_choice;
   return res;
 }
 }  // namespace detail

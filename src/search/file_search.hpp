@@ -46,6 +46,7 @@ struct FileSearchLayout {
   int threads = 1;                   ///< CPU threads
   RfiConfig rfi;
   dedisp::DedispersionConfig dedisp;  ///< template of chunk_dedisp() (no DMs)
+  std::string dedisp_choice;          ///< why this method (automatic), else ""
   SearchConfig search;                ///< template of chunk_search()
 
   std::int64_t ndms() const { return static_cast<std::int64_t>(dms.size()); }

@@ -105,7 +105,8 @@ void run_gulps_cuda(const FileSearchLayout& L, std::int64_t dm_begin, std::int64
 
   // The dedispersion kernel: the default, or autotune()'s pick on the longest plane's shape.
   std::optional<dedisp::AutotuneResult> tuned;
-  if (opt.autotune)
+  if (opt.autotune && L.dedisp.algorithm != dedisp::Algorithm::subband &&
+      L.dedisp.algorithm != dedisp::Algorithm::fdmt)
     tuned = dedisp::autotune(L.chunk_dedisp(chunks[0].d0, chunks[0].d1, L.plane_len));
 
   // Plans and search configurations per (chunk, plane length), made on first use. Channel-major

@@ -14,6 +14,17 @@
 
 namespace warpbeam::search {
 
+/// How the file search dedisperses (--dedisp): brute force (the kernel dedisp picks), the
+/// sub-band or the FDMT method (dedisp::Algorithm::subband / fdmt: the same DM trials, each
+/// summed along slightly different whole-sample delays), or automatic:
+/// dedisp::select_algorithm() on the search's plane (the fastest method on the backend whose
+/// predicted S/N is at least dedisp_min_snr of brute force's on every trial).
+enum class DedispMethod { automatic, brute, subband, fdmt };
+/// "auto", "brute", "subband", "fdmt".
+std::string to_string(DedispMethod m);
+/// Parses the names of to_string(); throws invalid_argument (naming --dedisp) otherwise.
+DedispMethod parse_dedisp_method(const std::string& name);
+
 struct FileSearchConfig {
   double dm_min = 0, dm_max = 2000;  ///< pc cm^-3
   double dm_tolerance = 1.25;        ///< DM list rule (dedisp::dm_list_dedisp)
@@ -38,6 +49,11 @@ struct FileSearchConfig {
   int device = 0;         ///< CUDA device index
   int gpu_streams = 2;    ///< 2: gulp n+1's read, copy and RFI overlap gulp n's work; 1: in turn
   bool autotune = false;  ///< dedisp::autotune() the dedispersion kernel on the gulp's shape
+  // --- dedispersion method ---
+  DedispMethod dedisp = DedispMethod::brute;  ///< --dedisp
+  double dedisp_min_snr = 0.95;  ///< the S/N bound of automatic and of the sub-band grid
+  int subbands = 0;              ///< --subbands (0: chosen; dedisp::SubbandConfig::subbands)
+  double subband_dm_step = 0;    ///< --subband-dm-step (0: automatic grid)
 
   void validate() const;
   nlohmann::json to_json() const;
@@ -61,6 +77,8 @@ struct SearchResult {
   std::int64_t device_memory_bytes = 0;  ///< cuda: the device buffers' size, by its bound
   int min_channels_kept = 0;             ///< fewest channels kept by RFI cleaning in a gulp
   std::string backend;                   ///< "cpu" or "cuda"
+  std::string dedisp_method;             ///< the method that ran: "brute", "subband" or "fdmt"
+  std::string dedisp_choice;             ///< why (automatic: the modelled times and S/N), else ""
   /// Time of each stage (s). cpu: wall time of read, rfi, dedisp, search, cluster. cuda: read =
   /// host reads + copies to the GPU; rfi, dedisp and search = GPU time between events on the
   /// stream of each gulp (the two streams overlap, so the stages sum to more than the wall time);
