@@ -45,6 +45,9 @@ std::int64_t cuda_host_need(const io::FilterbankHeader& h, std::int64_t L, std::
 // is made, before any output is written.
 void choose_dedisp_method(detail::FileSearchLayout& L, const FileSearchConfig& cfg) {
   auto& dc = L.dedisp;
+  if (cfg.subbands > L.header.nchans)
+    fail(ErrorCategory::invalid_argument, "--subbands = {} is more than the {} channels of '{}'",
+         cfg.subbands, L.header.nchans, L.path);
   dc.pulse_width_us = cfg.pulse_width_us;
   dc.subband.subbands = cfg.subbands;
   dc.subband.coarse_dm_step = cfg.subband_dm_step;
@@ -65,6 +68,19 @@ void choose_dedisp_method(detail::FileSearchLayout& L, const FileSearchConfig& c
       dc.algorithm = choice.algorithm;
       L.dedisp_choice = choice.reason;
       break;
+    }
+  }
+  // A coarse step the smearing bound refuses: say so now, naming the option (the first chunk's
+  // tables; the plan's buffers are not touched).
+  if (dc.algorithm == dedisp::Algorithm::subband && cfg.subband_dm_step > 0) {
+    auto c = first;
+    c.algorithm = dc.algorithm;
+    try {
+      const dedisp::DedispersionPlan probe(c, Backend::cpu);
+    } catch (const Error& e) {
+      if (e.category() != ErrorCategory::invalid_argument) throw;
+      fail(ErrorCategory::invalid_argument, "--subband-dm-step {}: {}", cfg.subband_dm_step,
+           e.what());
     }
   }
 }
