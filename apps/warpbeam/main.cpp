@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   add_bench_search_scaling_command(app);
   add_pipeline_command(app);
   add_bench_pipeline_command(app);
+  add_send_command(app);
 
   try {
     app.parse(argc, argv);
