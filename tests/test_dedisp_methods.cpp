@@ -481,3 +481,121 @@ TEST(DedispMethods, NamesParseAndBruteForceReportsItsOwnDelays) {
   EXPECT_DOUBLE_EQ(plan.operations().additions, static_cast<double>(plan.ndms()) * 92 *
                                                     static_cast<double>(plan.nsamples_out()));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Slices of a DM list (the file search's chunks and workers' DM ranges) and workspaces
+
+namespace {
+
+// Runs a slice [a, b) of the whole list's config `whole` with `grid` (for subband: the whole
+// list's grid, SubbandConfig::trial_coarse_dms) on the same input, and checks that each of its
+// trials sums along the whole list's delays and gives the whole list's output, exactly (8-bit).
+void expect_slice_sums_as_the_whole(const DedispersionConfig& whole, std::int64_t a, std::int64_t b,
+                                    bool explicit_grid) {
+  const DedispersionPlan all(whole, Backend::cpu);
+  const auto in = random_input(whole, 77);
+  const auto out_all = run(all, in);
+  auto c = whole;
+  c.dms.assign(whole.dms.begin() + a, whole.dms.begin() + b);
+  if (explicit_grid) {
+    const auto& r = all.trials();
+    c.subband.subbands = r.subbands;
+    for (std::int64_t i = a; i < b; ++i) {
+      c.subband.trial_coarse_dms.push_back(r.coarse_dms[r.coarse_trial[i]]);
+      c.subband.trial_phases.push_back(r.coarse_phases[r.coarse_trial[i]]);
+    }
+  }
+  const DedispersionPlan slice(c, Backend::cpu);
+  const auto out = run(slice, in);
+  const int n = whole.nchans;
+  const std::int64_t nt = std::min(slice.nsamples_out(), all.nsamples_out());
+  for (std::int64_t i = a; i < b; ++i) {
+    const auto* want = all.trials().delays.data() + i * n;
+    const auto* got = slice.trials().delays.data() + (i - a) * n;
+    ASSERT_TRUE(std::equal(got, got + n, want)) << "trial " << i;
+    for (std::int64_t t = 0; t < nt; ++t)
+      ASSERT_EQ(out[(i - a) * slice.nsamples_out() + t], out_all[i * all.nsamples_out() + t])
+          << "trial " << i << " sample " << t;
+  }
+}
+
+}  // namespace
+
+TEST(DedispSubband, AnExplicitGridMakesASliceSumAsTheWholeList) {
+  for (int nsub : {0, 12}) {
+    auto c = lband(Algorithm::subband);
+    c.subband.subbands = nsub;
+    SCOPED_TRACE("subbands " + std::to_string(nsub));
+    const auto n = static_cast<std::int64_t>(c.dms.size());
+    expect_slice_sums_as_the_whole(c, n / 3, n - 5, true);
+    expect_slice_sums_as_the_whole(c, 1, 2, true);
+  }
+  // Bad explicit grids name the field.
+  auto c = lband(Algorithm::subband);
+  c.subband.subbands = 8;
+  c.subband.trial_coarse_dms.assign(c.dms.size() - 1, 10.0f);
+  c.subband.trial_phases.assign(c.dms.size() - 1, 1);
+  EXPECT_THROW(DedispersionPlan(c, Backend::cpu), Error);
+  c.subband.trial_coarse_dms.push_back(10.0f);
+  c.subband.trial_phases.push_back(9);
+  try {
+    DedispersionPlan plan(c, Backend::cpu);
+    ADD_FAILURE() << "phases 9 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("subband.trial_phases"), std::string::npos) << e.what();
+  }
+  c.subband.trial_phases.back() = 1;
+  c.subband.subbands = 0;
+  EXPECT_THROW(DedispersionPlan(c, Backend::cpu), Error);
+  // A coarse DM far above a trial's: no shift keeps its delays within the trial's sweep.
+  c.subband.subbands = 8;
+  c.subband.trial_coarse_dms.assign(c.dms.size(), 400.0f);
+  try {
+    DedispersionPlan plan(c, Backend::cpu);
+    ADD_FAILURE() << "coarse DM 400 for DM 0 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("subband.trial_coarse_dms[0]"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DedispFdmt, ASliceOfTheDmListSumsAsTheWholeList) {
+  // A row of the transform depends on its own sub-tree only, so a slice prunes the tree
+  // differently and still computes the same rows.
+  auto c = lband(Algorithm::fdmt);
+  c.fdmt.block = 300;
+  const auto n = static_cast<std::int64_t>(c.dms.size());
+  expect_slice_sums_as_the_whole(c, n / 2, n, false);
+  expect_slice_sums_as_the_whole(c, 3, 17, false);
+}
+
+// The estimate made before a plan exists (from the tables, as the file search budgets with it)
+// is exactly what the CPU plan holds, and preview() reports the plan's trials and work.
+TEST(DedispMethods, WorkspaceEstimateIsWhatTheCpuPlanHolds) {
+  for (Algorithm a : {Algorithm::subband, Algorithm::fdmt})
+    for (int nbits : {8, 32})
+      for (bool mask : {false, true}) {
+        auto c = lband(a, nbits);
+        if (!mask) c.killmask.clear();
+        c.cpu_tuning.samples_per_tile = nbits == 8 ? 0 : 500;
+        SCOPED_TRACE(to_string(a) + " nbits " + std::to_string(nbits) + (mask ? " mask" : ""));
+        const DedispersionPlan plan(c, Backend::cpu);
+        const Workspace w = plan.workspace();
+        EXPECT_EQ(w.device_bytes, 0);
+        EXPECT_EQ(DedispersionPlan::estimate_workspace(c, Backend::cpu).host_bytes, w.host_bytes);
+        // At least the corner-turned gulp of the kept channels.
+        const std::int64_t kept_channels =
+            mask ? std::count(c.killmask.begin(), c.killmask.end(), 1) : c.nchans;
+        EXPECT_GE(w.host_bytes, kept_channels * c.nsamples_in * 4);
+        const PlanPreview p = DedispersionPlan::preview(c, Backend::cpu);
+        EXPECT_EQ(p.workspace.host_bytes, w.host_bytes);
+        EXPECT_EQ(p.trials.delays, plan.trials().delays);
+        EXPECT_EQ(p.trials.coarse_dms, plan.trials().coarse_dms);
+        EXPECT_DOUBLE_EQ(p.operations.additions, plan.operations().additions);
+      }
+  // A bad config throws from preview() as from the plan.
+  auto c = lband(Algorithm::subband);
+  c.subband.subbands = 97;
+  EXPECT_THROW(DedispersionPlan::preview(c, Backend::cpu), Error);
+  EXPECT_THROW(DedispersionPlan::estimate_workspace(c, Backend::cpu), Error);
+}

@@ -223,3 +223,31 @@ TEST(DedispMethodsGpu, ScaledOutputMatchesCpuQuantisation) {
       ASSERT_EQ(got[i], quantise_output(ref[i], sc, 8)) << to_string(a) << " element " << i;
   }
 }
+
+// The CUDA sub-band and FDMT plans report their device workspace, and the estimate made from the
+// tables before a plan exists (DedispersionPlan::estimate_workspace, which the file search
+// budgets with) bounds it, within 4x (stage-1 tile tables counted for one-DM tiles), for packed
+// and float input, the killmask, and channel-major input.
+TEST(DedispMethodsGpu, WorkspaceIsBoundedByTheEstimate) {
+  WB_REQUIRE_GPU();
+  for (Algorithm a : {Algorithm::subband, Algorithm::fdmt})
+    for (const Shape& s : kShapes)
+      for (int nbits : {8, 32})
+        for (bool channel_major : {false, true}) {
+          if (channel_major && nbits != 32) continue;
+          auto c = make_config(s, a, nbits, false);
+          if (channel_major) {
+            c.killmask.clear();
+            c.channel_major = true;
+          }
+          SCOPED_TRACE(s.name + " " + to_string(a) + " nbits " + std::to_string(nbits) +
+                       (channel_major ? " channel-major" : ""));
+          const DedispersionPlan plan(c, Backend::cuda);
+          const Workspace w = plan.workspace();
+          const Workspace e = DedispersionPlan::estimate_workspace(c, Backend::cuda);
+          EXPECT_GT(w.device_bytes, 0);
+          EXPECT_GE(e.device_bytes, w.device_bytes);
+          EXPECT_LE(e.device_bytes, 4 * w.device_bytes);
+          EXPECT_EQ(e.host_bytes, w.host_bytes);  // the host tables, counted alike
+        }
+}

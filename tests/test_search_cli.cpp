@@ -177,6 +177,10 @@ TEST(SearchCli, BadOptionsExitTwo) {
   expect_failure(dir, fil + " --zap-chans 40", 2, "--zap-chans");  // the file has 32 channels
   expect_failure(dir, fil + " --threads -2", 2, "--threads");
   expect_failure(dir, fil + " --memory 0", 2, "--memory");
+  expect_failure(dir, fil + " --memory 1", 2, "--memory");  // less than one DM trial needs
+  expect_failure(dir, fil + " --gulp -1", 2, "--gulp");
+  expect_failure(dir, fil + " --baseline 0", 2, "--baseline");
+  expect_failure(dir, fil + " --zap-sigma -1", 2, "--zap-sigma");
   expect_failure(dir, fil + " --dm-max 20000", 2, "--dm-max");  // a sweep longer than the file
   expect_failure(dir, fil + " --backend gpu", 2, "--backend");
   expect_failure(dir, fil + " --dm-max lots", 2, "--dm-max");
@@ -221,7 +225,8 @@ TEST(SearchCli, BadDedispersionSettingsExitTwo) {
   expect_failure(dir, fil + " --dedisp fast", 2, "--dedisp");
   expect_failure(dir, fil + " --dedisp subband --subbands 33", 2, "--subbands");
   expect_failure(dir, fil + " --dedisp subband --subbands 4 --subband-dm-step 200", 2,
-                 "--subband-dm-step 200: subband.coarse_dm_step = 200 pc cm^-3 is coarser");
+                 "--subband-dm-step = 200 is refused: subband.coarse_dm_step = 200 pc cm^-3 is "
+                 "coarser");
   expect_failure(dir, fil + " --dedisp subband --subband-dm-step -1", 2, "--subband-dm-step");
   expect_failure(dir, fil + " --dedisp auto --dedisp-min-snr 2", 2, "--dedisp-min-snr");
 }

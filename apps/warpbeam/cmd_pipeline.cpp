@@ -78,7 +78,7 @@ void print_summary(const PipelineOptions& o, const pipeline::PipelineResult& r);
 // because the ring was full, or lost whole) is searched as zeros, and pipeline.json lists it.
 void run_listen(PipelineOptions& o) {
   auto& c = o.config;
-  apply_search_options(c.search, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
+  apply_search_options(c.search, c.run, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
   c.integration = o.integrate;
   c.algorithm = beamform::parse_algorithm(o.algorithm);
   c.split = pipeline::parse_split(o.split);
@@ -190,12 +190,13 @@ void run_listen(PipelineOptions& o) {
 void run(PipelineOptions& o, const dist::Comm& comm) {
   auto& c = o.config;
   auto& sc = c.search;
+  auto& run = c.run;
   Backend backend = Backend::automatic;
   std::unique_ptr<io::GuppiReader> reader;
   std::optional<OutputFolder> folder;
   std::exception_ptr error;
   try {  // usage errors (exit 2) before the file is opened, on every rank alike
-    apply_search_options(sc, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
+    apply_search_options(sc, run, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
     c.integration = o.integrate;
     c.algorithm = beamform::parse_algorithm(o.algorithm);
     c.split = pipeline::parse_split(o.split);
@@ -279,6 +280,7 @@ void add_pipeline_command(CLI::App& app) {
       "Voltages -> beams -> dedispersion -> single-pulse search for every beam (GUPPI raw)");
   auto o = std::make_shared<PipelineOptions>();
   auto& sc = o->config.search;
+  auto& ro = o->config.run;
   cmd->add_option("IN", o->in, "Voltage file (GUPPI raw with NANTS)");
   cmd->add_option("--listen", o->listen,
                   "Search a live SPEAD voltage stream received on spead://HOST:PORT instead of IN "
@@ -336,15 +338,15 @@ void add_pipeline_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--baseline", sc.baseline_s, "Running-median baseline window (s)")
       ->capture_default_str();
-  cmd->add_option("--gulp", sc.gulp, "Beam samples searched per gulp (0: from the budgets)")
+  cmd->add_option("--gulp", ro.gulp, "Beam samples searched per gulp (0: from the budgets)")
       ->capture_default_str();
-  cmd->add_option("--threads", sc.threads, "CPU threads (0: all)")->capture_default_str();
+  cmd->add_option("--threads", ro.threads, "CPU threads (0: all)")->capture_default_str();
   cmd->add_option("--memory", o->memory_mib, "Host memory budget (MiB)")->capture_default_str();
   cmd->add_option("--gpu-memory", o->gpu_memory_mib,
                   "CUDA: budget for the device buffers (MiB; 0: 80% of the free memory)")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
-  cmd->add_option("--device", sc.device, "CUDA device index")
+  cmd->add_option("--device", ro.device, "CUDA device index")
       ->check(CLI::Range(0, 1023))
       ->capture_default_str();
   cmd->add_option("--gpus", o->config.devices,
@@ -357,7 +359,7 @@ void add_pipeline_command(CLI::App& app) {
                   "forms and searches its own beams) or auto (channels)")
       ->check(CLI::IsMember({"auto", "channels", "beams"}))
       ->capture_default_str();
-  cmd->add_option("--gpu-streams", sc.gpu_streams,
+  cmd->add_option("--gpu-streams", ro.gpu_streams,
                   "CUDA: search streams (2: one beam's RFI stage overlaps the previous beam's "
                   "search)")
       ->check(CLI::Range(1, 2))
@@ -375,9 +377,13 @@ void add_pipeline_command(CLI::App& app) {
     if (o->listen.empty() == o->in.empty())
       fail(ErrorCategory::invalid_argument,
            "give either IN (a voltage file) or --listen spead://...");
-    if (!o->listen.empty()) return run_listen(*o);
+    if (!o->listen.empty())
+      return naming_flags(kSearchFlags,
+                          [&] { naming_flags(kPipelineFlags, [&] { run_listen(*o); }); });
     const dist::Comm& comm = dist::Comm::world();
-    dist::run_collective(comm, [&] { run(*o, comm); });
+    dist::run_collective(comm, [&] {
+      naming_flags(kSearchFlags, [&] { naming_flags(kPipelineFlags, [&] { run(*o, comm); }); });
+    });
   });
 }
 

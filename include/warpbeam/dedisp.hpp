@@ -130,6 +130,17 @@ struct SubbandConfig {
   /// Stage-1 phases per coarse DM, 1 .. 4. 0: per group, whichever of 1 and 2 needs fewer
   /// additions (one for a uniform coarse_dm_step).
   int phases = 0;
+  /// An explicit grid instead of the derived one: [ndm] the coarse DM of each fine trial and
+  /// [ndm] the stage-1 phases of that coarse DM, as a plan of a longer DM list reports them
+  /// (TrialReport::coarse_dms[coarse_trial[i]] and coarse_phases[coarse_trial[i]]). A slice of
+  /// that list then sums every trial along the same delays as the whole list's plan (the file
+  /// search cuts its DM list into chunks and, across workers, slices: the candidates must not
+  /// depend on the cut). Consecutive trials of one coarse DM and phase count share its stage-1
+  /// rows. Needs subbands > 0 (the cut the grid was made for) and coarse_dm_step 0; the bound
+  /// is not checked again (the stage-2 fit is: a coarse DM that no shift fits is refused).
+  /// Empty: derived as above.
+  std::vector<float> trial_coarse_dms;
+  std::vector<int> trial_phases;
 };
 
 /// Settings of Algorithm::fdmt.
@@ -206,12 +217,6 @@ struct TrialReport {
   std::int32_t fdmt_max_delay = 0;       ///< the largest integer delay computed
 };
 
-/// Memory a plan holds (bytes), as cufftGetSize reports for cuFFT: callers size budgets by it.
-struct Workspace {
-  std::int64_t host_bytes = 0;
-  std::int64_t device_bytes = 0;
-};
-
 /// The work of one execute() (for rooflines): channel*sample additions and the bytes the method
 /// must move at least (input read once, output written once, plus its intermediate rows written
 /// and read once: stage-1 series for subband, every FDMT level).
@@ -245,6 +250,13 @@ namespace detail {
 class Executor;
 struct MethodTables;
 }  // namespace detail
+
+/// What a plan would sum and hold, without its buffers (DedispersionPlan::preview()).
+struct PlanPreview {
+  TrialReport trials;         ///< as DedispersionPlan::trials()
+  Workspace workspace;        ///< as DedispersionPlan::estimate_workspace()
+  OperationCount operations;  ///< as DedispersionPlan::operations()
+};
 
 /// A dedispersion plan: the delay table and scratch for one shape; execute() allocates nothing.
 class DedispersionPlan {
@@ -297,8 +309,6 @@ class DedispersionPlan {
   /// The output rows: their DMs, the delays they sum along, the smearing added against brute
   /// force (see TrialReport).
   const TrialReport& trials() const;
-  /// Host and device memory the plan holds (tables and scratch).
-  Workspace workspace() const;
   /// Additions and minimum bytes of one execute() (see OperationCount).
   OperationCount operations() const;
 
@@ -308,6 +318,26 @@ class DedispersionPlan {
   CudaTuning tuning() const;
   /// One line naming the kernel and its tile sizes, for logs and benchmark records.
   std::string kernel_description() const;
+
+  /// The memory this plan holds besides the caller's input and output: host bytes (CPU: the
+  /// unpacked [chan][time] scratch and the delay table; subband and fdmt also their stage-1
+  /// series or level buffers, and on both backends their host tables) and device bytes (CUDA:
+  /// the delay and tile tables, the corner-turn scratch; subband: the stage-1 series of the
+  /// whole gulp; fdmt: two level buffers of one time block).
+  Workspace workspace() const;
+  /// An upper bound of workspace() for a plan of `config` on `backend`, without making it (no
+  /// device needed). Brute force: the DM list's length matters, not its values, and it may be
+  /// empty: linear in the number of DM trials. CUDA tiled/packed: the tile tables are counted
+  /// for tiles of one DM trial (any device's shared memory). subband and fdmt: the values
+  /// matter (the grid and the tree follow from them), so `config` is validated and the
+  /// method's host tables are derived as the plan would (no buffers are allocated); their
+  /// CUDA stage-1 tile tables are counted for one-DM tiles. Throws as the plan does.
+  static Workspace estimate_workspace(const DedispersionConfig& config, Backend backend);
+  /// The trials, the workspace estimate and the operation count of a plan of `config` on
+  /// `backend`, from the tables alone (no buffers, no device: a caller picks a method or sizes
+  /// a budget with it, e.g. the file search derives one sub-band grid for its whole DM list).
+  /// Throws as the plan does.
+  static PlanPreview preview(const DedispersionConfig& config, Backend backend);
 
  private:
   DedispersionConfig config_;
@@ -324,6 +354,9 @@ struct AlgorithmChoice {
   double brute_s = 0, subband_s = 0, fdmt_s = 0;  ///< modelled execute() time; < 0: not eligible
   float subband_snr = 0, fdmt_snr = 0;            ///< worst snr_fraction over the trials
   std::string reason;
+  /// The sub-band candidate's trials (its grid: coarse_dms, coarse_trial, coarse_phases) when
+  /// it could be planned, so that a caller who takes it need not derive the grid again.
+  TrialReport subband_trials;
 };
 
 /// Picks the fastest method on `backend` for `config`'s shape whose worst predicted S/N fraction

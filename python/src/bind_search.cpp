@@ -1,7 +1,7 @@
 // The single-pulse search of a filterbank file and the candidate files (.cand, JSON). The
-// options arrive as a JSON object of FileSearchConfig's field names (warpbeam/search.py checks
-// the keywords); the candidates go out and come back as columns (warpbeam/candidates.py makes
-// the structured array).
+// options arrive as a JSON object of FileSearchConfig's and RunOptions' field names
+// (warpbeam/search.py checks the keywords); the candidates go out and come back as columns
+// (warpbeam/candidates.py makes the structured array).
 #include <fmt/format.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -20,9 +20,17 @@ namespace {
 
 namespace sr = warpbeam::search;
 
-sr::FileSearchConfig config_from_json(const nlohmann::json& j) {
-  sr::FileSearchConfig c;
-  c.progress = false;
+// The physics (FileSearchConfig) and the run options (RunOptions) from one object of keywords.
+struct SearchOptions {
+  sr::FileSearchConfig config;
+  sr::RunOptions run;
+};
+
+SearchOptions config_from_json(const nlohmann::json& j) {
+  SearchOptions o;
+  sr::FileSearchConfig& c = o.config;
+  sr::RunOptions& r = o.run;
+  r.progress = false;
   for (const auto& [k, v] : j.items()) {
     if (k == "dm_min")
       c.dm_min = v.get<double>();
@@ -39,7 +47,7 @@ sr::FileSearchConfig config_from_json(const nlohmann::json& j) {
     else if (k == "baseline_s")
       c.baseline_s = v.get<double>();
     else if (k == "zap_channels")
-      c.zap_channels = v.get<std::vector<int>>();
+      c.zap = sr::ChannelMask(v.get<std::vector<int>>());
     else if (k == "zap_sigma")
       c.zap_sigma = v.get<double>();
     else if (k == "zero_dm")
@@ -51,27 +59,27 @@ sr::FileSearchConfig config_from_json(const nlohmann::json& j) {
     else if (k == "dm_tol")
       c.cluster.dm_tol = v.get<std::int32_t>();
     else if (k == "gulp")
-      c.gulp = v.get<std::int64_t>();
+      r.gulp = v.get<std::int64_t>();
     else if (k == "memory_bytes")
-      c.memory_bytes = v.get<std::int64_t>();
+      r.memory_bytes = v.get<std::int64_t>();
     else if (k == "threads")
-      c.threads = v.get<int>();
+      r.threads = v.get<int>();
     else if (k == "beam")
       c.beam = v.get<int>();
     else if (k == "progress")
-      c.progress = v.get<bool>();
+      r.progress = v.get<bool>();
     else if (k == "device_memory_bytes")
-      c.device_memory_bytes = v.get<std::int64_t>();
+      r.device_memory_bytes = v.get<std::int64_t>();
     else if (k == "device")
-      c.device = v.get<int>();
+      r.device = v.get<int>();
     else if (k == "gpu_streams")
-      c.gpu_streams = v.get<int>();
+      r.gpu_streams = v.get<int>();
     else if (k == "autotune")
-      c.autotune = v.get<bool>();
+      r.autotune = v.get<bool>();
     else
       throw nb::value_error(fmt::format("search: unknown option '{}'", k).c_str());
   }
-  return c;
+  return o;
 }
 
 // Candidates as columns, in the order of heimdall's .cand (plus beam).
@@ -146,19 +154,22 @@ void bind_search(nb::module_& m) {
   m.def(
       "search_file",
       [](const std::string& path, const std::string& options_json, const std::string& backend) {
-        const auto c = config_from_json(nlohmann::json::parse(options_json));
-        c.validate();
+        const auto o = config_from_json(nlohmann::json::parse(options_json));
+        o.config.validate();
+        o.run.validate();
         const auto b = warpbeam::parse_backend(backend);
         sr::SearchResult r;
         {
           nb::gil_scoped_release g;
-          r = sr::search_filterbank(path, c, b);
+          r = sr::search_filterbank(path, o.config, o.run, b);
         }
         nb::dict out;
         out["candidates"] = columns(r.candidates);
         out["header"] = json_to_python(warpbeam::io::to_json(r.header).dump());
         out["result"] = json_to_python(r.to_json().dump());
-        out["parameters"] = json_to_python(c.to_json().dump());
+        nlohmann::json params = o.config.to_json();
+        params.update(o.run.to_json());
+        out["parameters"] = json_to_python(params.dump());
         auto dms = r.dms;
         const std::size_t n = dms.size();
         out["dms"] = to_numpy(std::move(dms), {n});

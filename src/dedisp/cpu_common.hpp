@@ -33,6 +33,10 @@ class FloatBuffer {
   std::size_t size_ = 0;
 };
 
+/// The CPU sub-band executor's default macro block (output samples whose stage-1 series are
+/// held at once), measured on the development VM (docs/PERFORMANCE.md).
+inline constexpr int kSubbandMacroBlock = 8192;
+
 /// CPU threads of a config (0: OpenMP's default).
 int cpu_thread_count(const DedispersionConfig& config);
 

@@ -30,9 +30,6 @@
 namespace warpbeam::dedisp::detail {
 namespace {
 
-// Defaults measured on the development VM (docs/PERFORMANCE.md): output samples per macro
-// block.
-constexpr int kDefaultMacroBlock = 8192;
 constexpr std::int64_t kTauTile = 1024;  // stage-1 samples per task
 constexpr int kMaxSubbandRows = 64;      // channels summed in registers per stage-1 pass
 constexpr std::int64_t kSlice = 256;     // stage-2 samples per task
@@ -54,7 +51,7 @@ class CpuSubbandExecutor final : public Executor {
     for (int q = 0; q < nq; ++q)
       for (std::int64_t r = 0; r < nrows; ++r)
         off1_[q * nrows + r] = t_.off1[static_cast<std::size_t>(q) * c.nchans + rows_[r]];
-    macro_ = c.cpu_tuning.samples_per_tile > 0 ? c.cpu_tuning.samples_per_tile : kDefaultMacroBlock;
+    macro_ = c.cpu_tuning.samples_per_tile > 0 ? c.cpu_tuning.samples_per_tile : kSubbandMacroBlock;
     macro_ = std::max<std::int64_t>(1, std::min(macro_, p.nsamples_out));
 
     // The used stage-1 rows of each sub-band, in order of their window's start, and where each

@@ -196,8 +196,9 @@ class CudaSubbandExecutor final : public Executor {
            std::to_string(s2_.subbands_per_stage) + " sub-bands per stage";
   }
   Workspace workspace() const override {
-    std::int64_t dev = static_cast<std::int64_t>(series_.bytes() + scratch_.bytes() +
-                                                 used_.bytes() + chan_row_.bytes());
+    std::int64_t dev =
+        static_cast<std::int64_t>(series_.bytes() + scratch_.bytes() + used_.bytes() +
+                                  chan_row_.bytes() + sub_offset_.bytes() + sub_len_.bytes());
     for (const auto& t : tables_)
       dev += static_cast<std::int64_t>(t.bytes());
     for (const auto& st : stage1_)

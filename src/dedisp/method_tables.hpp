@@ -148,6 +148,17 @@ void fill_report_errors(const DedispersionConfig& config, const std::vector<std:
 OperationCount count_operations(const DedispersionConfig& config, const MethodTables& tables,
                                 std::int64_t nsamples_out);
 
+/// What the executor of `config` on `backend` allocates (its workspace()), from the tables alone
+/// (method_workspace.cpp): brute force as estimate_cpu/cuda_workspace(); the CPU subband and
+/// fdmt executors exactly; the CUDA ones with their stage-1 tile tables counted for one-DM
+/// tiles (an upper bound, as for brute force); plus method_table_bytes().
+Workspace estimate_method_workspace(const DedispersionConfig& config, Backend backend,
+                                    const MethodTables& tables, std::int64_t nsamples_out);
+
+/// Host bytes of the subband / fdmt tables and of their TrialReport that a plan keeps (0 for
+/// brute force, whose report is its delay table).
+std::int64_t method_table_bytes(const MethodTables& tables);
+
 /// The FDMT block of `config` on `backend` for `nsamples_out` valid output samples.
 std::int64_t fdmt_block(const DedispersionConfig& config, Backend backend,
                         std::int64_t nsamples_out);

@@ -57,6 +57,22 @@ void DedispersionConfig::validate() const {
          "subband.min_snr_fraction = {} is outside the allowed range [0, 1]",
          subband.min_snr_fraction);
   require_range("subband.phases", subband.phases, 0, 4);
+  if (!subband.trial_coarse_dms.empty() || !subband.trial_phases.empty()) {
+    if (subband.trial_coarse_dms.size() != dms.size() || subband.trial_phases.size() != dms.size())
+      fail(ErrorCategory::invalid_argument,
+           "subband.trial_coarse_dms and trial_phases have {} and {} entries for {} DM trials",
+           subband.trial_coarse_dms.size(), subband.trial_phases.size(), dms.size());
+    if (subband.subbands < 1 || subband.coarse_dm_step != 0)
+      fail(ErrorCategory::invalid_argument,
+           "an explicit sub-band grid needs subband.subbands > 0 and coarse_dm_step 0");
+    for (std::size_t i = 0; i < dms.size(); ++i) {
+      const float dm = subband.trial_coarse_dms[i];
+      if (!(dm >= 0) || !std::isfinite(dm))
+        fail(ErrorCategory::invalid_argument, "subband.trial_coarse_dms[{}] = {} must be >= 0", i,
+             dm);
+      require_range("subband.trial_phases", subband.trial_phases[i], 1, 4);
+    }
+  }
   if (!(pulse_width_us > 0) || !std::isfinite(pulse_width_us))
     fail(ErrorCategory::invalid_argument, "pulse_width_us = {} must be > 0", pulse_width_us);
   require_range("fdmt.block", fdmt.block, std::int64_t{0}, std::int64_t{1} << 30);
@@ -208,16 +224,34 @@ const TrialReport& DedispersionPlan::trials() const {
 
 Workspace DedispersionPlan::workspace() const {
   Workspace w = exec_->workspace();
-  // The delay table and the report's own tables live on the host.
-  const auto& r = tables_->report;
-  w.host_bytes += static_cast<std::int64_t>((delays_.size() + r.delays.size()) * 4);
-  if (tables_->subband)
-    w.host_bytes += static_cast<std::int64_t>(
-        (tables_->subband->off1.size() + 3 * tables_->subband->shift.size()) * 4);
-  if (tables_->fdmt)
-    for (const auto& L : tables_->fdmt->levels)
-      w.host_bytes += static_cast<std::int64_t>(L.a.size() * 6 * 4);
+  w.host_bytes += detail::method_table_bytes(*tables_);
   return w;
+}
+
+PlanPreview DedispersionPlan::preview(const DedispersionConfig& config, Backend backend) {
+  config.validate();
+  const Backend b = resolve_backend(backend);
+  const auto delays = delay_table(config);
+  const std::int32_t max_delay =
+      delays.empty() ? 0 : *std::max_element(delays.begin(), delays.end());
+  if (config.nsamples_in <= max_delay)
+    fail(ErrorCategory::invalid_argument,
+         "nsamples_in = {} must exceed the largest delay, {} samples (DM {})", config.nsamples_in,
+         max_delay, config.dms.back());
+  const std::int64_t nout = config.nsamples_in - max_delay;
+  detail::MethodTables t = detail::make_method_tables(config, b, delays, nout);
+  PlanPreview p;
+  p.operations = detail::count_operations(config, t, nout);
+  p.workspace = detail::estimate_method_workspace(config, b, t, nout);
+  p.trials = std::move(t.report);
+  return p;
+}
+
+Workspace DedispersionPlan::estimate_workspace(const DedispersionConfig& config, Backend backend) {
+  if (config.algorithm == Algorithm::subband || config.algorithm == Algorithm::fdmt)
+    return preview(config, backend).workspace;  // the tables decide the buffers
+  return resolve_backend(backend) == Backend::cuda ? detail::estimate_cuda_workspace(config)
+                                                   : detail::estimate_cpu_workspace(config);
 }
 
 OperationCount DedispersionPlan::operations() const {

@@ -64,8 +64,9 @@ AlgorithmChoice select_algorithm(const DedispersionConfig& config, Backend backe
     auto c = config;
     c.algorithm = a;
     try {
-      const auto t = detail::make_method_tables(c, backend, delays, nout);
+      auto t = detail::make_method_tables(c, backend, delays, nout);
       snr = worst(t.report.snr_fraction);
+      if (a == Algorithm::subband) ch.subband_trials = t.report;
       if (snr < min_snr_fraction) {
         why = fmt::format("{}: predicted S/N {:.3f} of brute force's < {}", to_string(a), snr,
                           min_snr_fraction);

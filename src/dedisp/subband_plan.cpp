@@ -16,10 +16,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <optional>
 #include <string>
 
+#include "dedisp/cpu_common.hpp"
 #include "dedisp/method_tables.hpp"
 #include "warpbeam/format.hpp"
 
@@ -285,6 +287,27 @@ Grid uniform_grid(const DedispersionConfig& c, const Cut& cut, const Fine& fine,
   return g;
 }
 
+// The grid given by SubbandConfig::trial_coarse_dms / trial_phases: consecutive fine trials of
+// one coarse DM and phase count share a coarse entry.
+Grid explicit_grid(const DedispersionConfig& c, const Cut& cut, const Fine& fine) {
+  const auto& dm_of = c.subband.trial_coarse_dms;
+  const auto& phases_of = c.subband.trial_phases;
+  Grid g;
+  g.coarse_of.resize(c.dms.size());
+  std::vector<std::int32_t> phase(cut.channels.size()), shift(cut.channels.size());
+  for (std::size_t i = 0; i < c.dms.size(); ++i) {
+    if (i == 0 || dm_of[i] != dm_of[i - 1] || phases_of[i] != phases_of[i - 1])
+      g.coarse.push_back(make_coarse(c, cut, dm_of[i], phases_of[i], fine.g));
+    g.coarse_of[i] = static_cast<std::int32_t>(g.coarse.size() - 1);
+    if (!fit_shifts(c, cut, fine, i, g.coarse.back(), phase.data(), shift.data()))
+      fail(ErrorCategory::invalid_argument,
+           "subband.trial_coarse_dms[{}] = {}: the coarse DM sweeps a sub-band by more than "
+           "trial DM {} delays the whole band",
+           i, dm_of[i], c.dms[i]);
+  }
+  return g;
+}
+
 // Additions per output sample of a grid.
 double cost(const Cut& cut, const Grid& g, std::size_t ndm) {
   std::size_t kept_channels = 0;
@@ -351,27 +374,48 @@ SubbandTables plan_subbands(const DedispersionConfig& c, const std::vector<std::
   // takes one phase unless told otherwise.
   const std::vector<int> phase_options =
       c.subband.phases > 0 ? std::vector<int>{c.subband.phases} : std::vector<int>{1, 2};
+  // Every candidate cut on its own thread (the greedy pass is most of a D1 plan's setup); the
+  // cheapest wins, the first of equals, whatever the threads.
+  const auto ncand = static_cast<std::int64_t>(sub_candidates.size());
+  std::vector<std::optional<Cut>> cuts(sub_candidates.size());
+  std::vector<std::optional<Grid>> grids(sub_candidates.size());
+  std::vector<std::exception_ptr> errors(sub_candidates.size());
+#pragma omp parallel for schedule(dynamic) num_threads(cpu_thread_count(c))
+  for (std::int64_t k = 0; k < ncand; ++k) {
+    try {
+      Cut cut = make_cut(c, sub_candidates[static_cast<std::size_t>(k)]);
+      if (!c.subband.trial_coarse_dms.empty())
+        grids[k] = explicit_grid(c, cut, fine);
+      else if (c.subband.coarse_dm_step > 0)
+        grids[k] = uniform_grid(c, cut, fine, std::max(c.subband.phases, 1));
+      else
+        grids[k] = greedy_grid(c, cut, fine, phase_options);
+      cuts[k] = std::move(cut);
+    } catch (...) {
+      errors[k] = std::current_exception();
+    }
+  }
   std::optional<Cut> best_cut;
   std::optional<Grid> best_grid;
   double best_cost = std::numeric_limits<double>::infinity();
   std::string first_error;
-  for (int nsub : sub_candidates) {
-    Cut cut = make_cut(c, nsub);
-    Grid grid;
-    try {
-      grid = c.subband.coarse_dm_step > 0
-                 ? uniform_grid(c, cut, fine, std::max(c.subband.phases, 1))
-                 : greedy_grid(c, cut, fine, phase_options);
-    } catch (const Error& e) {
-      if (sub_candidates.size() == 1) throw;
-      if (first_error.empty()) first_error = e.what();
+  for (std::size_t k = 0; k < sub_candidates.size(); ++k) {
+    if (errors[k]) {
+      // A setting the bound refuses rules out this cut (the message of the first is kept);
+      // anything else is rethrown as it came.
+      try {
+        std::rethrow_exception(errors[k]);
+      } catch (const Error& e) {
+        if (e.category() != ErrorCategory::invalid_argument || sub_candidates.size() == 1) throw;
+        if (first_error.empty()) first_error = e.what();
+      }
       continue;
     }
-    const double k = cost(cut, grid, ndm);
-    if (k < best_cost) {
-      best_cost = k;
-      best_cut = std::move(cut);
-      best_grid = std::move(grid);
+    const double cost_k = cost(*cuts[k], *grids[k], ndm);
+    if (cost_k < best_cost) {
+      best_cost = cost_k;
+      best_cut = std::move(cuts[k]);
+      best_grid = std::move(grids[k]);
     }
   }
   if (!best_cut) fail(ErrorCategory::invalid_argument, "{}", first_error);

@@ -1,7 +1,7 @@
-// The file search: plans the gulps and DM chunks of a SIGPROC filterbank (plan_file_search),
-// runs them on the CPU (file_search_cpu.cpp) or the GPU (file_search_cuda.cpp), and clusters the
-// peaks across gulps into candidates. Memory is bounded by the budgets (see search_filterbank()
-// in the header for the CPU's bound, plan_file_search() for both).
+// The file search: FileSearchConfig and RunOptions (validation, JSON), the FileSearchPlan (DM
+// list, delays, gulps and DM chunk from the budgets, which are computed from the GulpSearcher's
+// and the plans' workspace reports), its execute() (the GulpSearcher over every gulp, clustering
+// across gulps) and search_filterbank().
 #include <omp.h>
 
 #include <algorithm>
@@ -9,10 +9,9 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
+#include <optional>
 
-#include "search/file_search.hpp"
-#include "warpbeam/dedisp.hpp"
+#include "search/gulp_searcher.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/progress.hpp"
 #include "warpbeam/search.hpp"
@@ -23,245 +22,12 @@ namespace {
 
 constexpr float kMinRms = 1e-2f;  // channels have unit sigma: a real trial has sigma >= ~1
 
-// Host buffers of the CPU search of one gulp for a plane of L samples and `chunk` DM trials (the
-// header's bound).
-std::int64_t cpu_memory_need(const io::FilterbankHeader& h, std::int64_t L, std::int32_t max_delay,
-                             std::int64_t chunk, int threads) {
-  const std::int64_t rows = L + max_delay;
-  return rows * (static_cast<std::int64_t>(h.bytes_per_sample()) + 8 * std::int64_t{h.nchans} +
-                 68 * std::int64_t{threads}) +
-         chunk * L * 4 + std::int64_t{threads} * L * 24;
-}
-
-// Host buffers of the CUDA search: two pinned gulps of packed rows.
-std::int64_t cuda_host_need(const io::FilterbankHeader& h, std::int64_t L, std::int32_t max_delay) {
-  return 2 * (L + max_delay) * static_cast<std::int64_t>(h.bytes_per_sample());
-}
-
-// The dedispersion method of the search (FileSearchConfig::dedisp): automatic asks
-// dedisp::select_algorithm() on the first chunk of the longest plane, the others are set as
-// asked. The sub-band settings and the S/N bound go into every chunk's config; a bad one (more
-// sub-bands than channels, a coarse step the bound refuses) fails when the first chunk's plan
-// is made, before any output is written.
-void choose_dedisp_method(detail::FileSearchLayout& L, const FileSearchConfig& cfg) {
-  auto& dc = L.dedisp;
-  if (cfg.subbands > L.header.nchans)
-    fail(ErrorCategory::invalid_argument, "--subbands = {} is more than the {} channels of '{}'",
-         cfg.subbands, L.header.nchans, L.path);
-  dc.pulse_width_us = cfg.pulse_width_us;
-  dc.subband.subbands = cfg.subbands;
-  dc.subband.coarse_dm_step = cfg.subband_dm_step;
-  dc.subband.min_snr_fraction = cfg.dedisp_min_snr;
-  const auto first = L.chunk_dedisp(0, std::min(L.chunk, L.ndms()), L.plane_len);
-  switch (cfg.dedisp) {
-    case DedispMethod::brute:
-      dc.algorithm = dedisp::Algorithm::automatic;
-      break;
-    case DedispMethod::subband:
-      dc.algorithm = dedisp::Algorithm::subband;
-      break;
-    case DedispMethod::fdmt:
-      dc.algorithm = dedisp::Algorithm::fdmt;
-      break;
-    case DedispMethod::automatic: {
-      const auto choice = dedisp::select_algorithm(first, L.backend, cfg.dedisp_min_snr);
-      dc.algorithm = choice.algorithm;
-      L.dedisp_choice = choice.reason;
-      break;
-    }
-  }
-  // A coarse step the smearing bound refuses: say so now, naming the option (the first chunk's
-  // tables; the plan's buffers are not touched).
-  if (dc.algorithm == dedisp::Algorithm::subband && cfg.subband_dm_step > 0) {
-    auto c = first;
-    c.algorithm = dc.algorithm;
-    try {
-      const dedisp::DedispersionPlan probe(c, Backend::cpu);
-    } catch (const Error& e) {
-      if (e.category() != ErrorCategory::invalid_argument) throw;
-      fail(ErrorCategory::invalid_argument, "--subband-dm-step {}: {}", cfg.subband_dm_step,
-           e.what());
-    }
-  }
+// Field by field, the larger of two workspaces.
+Workspace larger(const Workspace& a, const Workspace& b) {
+  return {std::max(a.host_bytes, b.host_bytes), std::max(a.device_bytes, b.device_bytes)};
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// The layout
-// ---------------------------------------------------------------------------------------------
-
-namespace detail {
-
-GulpRange FileSearchLayout::gulp_range(std::int64_t g) const {
-  GulpRange r;
-  r.own_begin = g * gulp;
-  r.own_end = std::min(nout, r.own_begin + gulp);
-  r.p0 = std::max<std::int64_t>(0, r.own_begin - margin);
-  r.p1 = std::min(nout, r.own_end + margin);
-  return r;
-}
-
-std::int32_t FileSearchLayout::trial_max_delay(std::int64_t d) const {
-  const auto n = static_cast<std::ptrdiff_t>(header.nchans);
-  return *std::max_element(delays.begin() + d * n, delays.begin() + (d + 1) * n);
-}
-
-dedisp::DedispersionConfig FileSearchLayout::chunk_dedisp(std::int64_t d0, std::int64_t d1,
-                                                          std::int64_t len) const {
-  auto c = dedisp;
-  c.dms.assign(dms.begin() + d0, dms.begin() + d1);
-  c.nsamples_in = len + trial_max_delay(d1 - 1);
-  return c;
-}
-
-SearchConfig FileSearchLayout::chunk_search(std::int64_t d0, std::int64_t d1,
-                                            std::int64_t len) const {
-  SearchConfig sc = search;
-  sc.ndms = d1 - d0;
-  sc.nsamples = len;
-  sc.max_width.clear();
-  if (rfi.zero_dm)  // a pulse wider than its trial's sweep is mostly removed by zero-DM
-    for (std::int64_t d = d0; d < d1; ++d)
-      sc.max_width.push_back(std::max(1, trial_max_delay(d)));
-  return sc;
-}
-
-FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankHeader& h,
-                                  const FileSearchConfig& cfg, Backend backend) {
-  FileSearchLayout L;
-  L.path = path;
-  L.header = h;
-  L.backend = backend;
-  L.threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
-
-  // The user's channel mask.
-  L.rfi.zap_sigma = cfg.zap_sigma;
-  L.rfi.zero_dm = cfg.zero_dm;
-  L.rfi.zap.assign(static_cast<std::size_t>(h.nchans), 0);
-  for (int c : cfg.zap_channels) {
-    if (c >= h.nchans)
-      fail(ErrorCategory::invalid_argument, "--zap-chans: channel {} is outside 0-{} of '{}'", c,
-           h.nchans - 1, path);
-    L.rfi.zap[static_cast<std::size_t>(c)] = 1;
-  }
-
-  // DM list and delays.
-  auto& dc = L.dedisp;
-  dc.nchans = h.nchans;
-  dc.fch1_mhz = h.fch1;
-  dc.foff_mhz = h.foff;
-  dc.tsamp_s = h.tsamp;
-  dc.nbits = 32;  // the cleaned gulp is float32
-  dc.threads = cfg.threads;
-  if (backend == Backend::cuda) {
-    dc.channel_major = true;  // cleaned on the GPU into channel rows; zapped rows are zeros
-  } else {
-    dc.killmask.resize(static_cast<std::size_t>(h.nchans));
-    for (int c = 0; c < h.nchans; ++c)
-      dc.killmask[c] = L.rfi.zap[c] ? 0 : 1;
-  }
-  L.dms = dedisp::dm_list_dedisp(cfg.dm_min, cfg.dm_max, cfg.pulse_width_us, cfg.dm_tolerance,
-                                 h.nchans, h.tsamp, h.fch1, h.foff);
-  dc.dms = L.dms;
-  L.delays = dedisp::delay_table(dc);
-  dc.dms.clear();
-  const std::int64_t ndm = L.ndms();
-  L.max_delay = L.trial_max_delay(ndm - 1);
-  L.nout = h.nsamples - L.max_delay;
-  if (L.nout < 1)
-    fail(ErrorCategory::invalid_argument,
-         "'{}' holds {} samples ({:.3f} s) but the dispersion delay at DM {} is {} samples "
-         "({:.3f} s): lower --dm-max",
-         path, h.nsamples, h.duration_s(), L.dms.back(), L.max_delay, L.max_delay * h.tsamp);
-
-  // The per-plane search.
-  L.margin = cfg.boxcar_max;
-  auto& sc = L.search;
-  sc.tsamp_s = h.tsamp;
-  sc.baseline_s = cfg.baseline_s;
-  sc.boxcar_max = cfg.boxcar_max;
-  sc.snr_min = cfg.snr_min;
-  sc.min_rms = kMinRms;
-  sc.threads = cfg.threads;
-
-  // Gulp and DM chunk from the budgets. The default gulp is the same on both backends (the
-  // statistics are per gulp, so equal gulps give equal candidates): long enough for kMinBoxcars
-  // of the widest boxcar the baseline allows.
-  const std::int64_t widest_target = widest_boxcar(sc, std::int64_t{1} << 40, 0);
-  std::int64_t gulp = cfg.gulp > 0 ? cfg.gulp
-                                   : std::max({std::int64_t{1} << 17, 2 * std::int64_t{L.max_delay},
-                                               kMinBoxcars * widest_target});
-  gulp = std::min(gulp, L.nout);
-  if (cfg.gulp > 0 && gulp < L.nout && gulp < kMinBoxcars * widest_target) {
-    static std::atomic<bool> warned{false};  // once per process (plans are made per worker)
-    if (!warned.exchange(true))
-      warn(
-          fmt::format("--gulp {} is shorter than the {} samples a gulp needs for {} boxcars of "
-                      "the widest width the baseline allows ({} samples): the per-gulp "
-                      "statistics get noisy and pulses can be missed; --gulp 0 picks a gulp",
-                      cfg.gulp, kMinBoxcars * widest_target, kMinBoxcars, widest_target));
-  }
-  const std::int64_t min_gulp =
-      std::min<std::int64_t>(L.nout, std::max<std::int64_t>(L.margin, 4096));
-  auto plane_len = [&](std::int64_t g) { return std::min(g + 2 * L.margin, L.nout); };
-  const bool cuda = backend == Backend::cuda;
-  [[maybe_unused]] const int streams = cfg.gpu_streams;
-#ifdef WARPBEAM_HAVE_CUDA
-  const std::int64_t device_budget = cuda ? detail::cuda_device_budget(cfg) : 0;
-  auto device_need = [&](std::int64_t len, std::int64_t chunk) {
-    return detail::cuda_device_bytes(h, len, L.max_delay, chunk, streams);
-  };
-#else
-  const std::int64_t device_budget = 0;
-  auto device_need = [&](std::int64_t, std::int64_t) { return std::int64_t{0}; };
-#endif
-  auto fits = [&](std::int64_t len, std::int64_t chunk) {
-    if (!cuda) return cpu_memory_need(h, len, L.max_delay, chunk, L.threads) <= cfg.memory_bytes;
-    return cuda_host_need(h, len, L.max_delay) <= cfg.memory_bytes &&
-           device_need(len, chunk) <= device_budget;
-  };
-  while (cfg.gulp == 0 && gulp > min_gulp && !fits(plane_len(gulp), ndm))
-    gulp = std::max(min_gulp, gulp / 2);
-  const std::int64_t len = plane_len(gulp);
-  // The largest chunk of DM trials that fits (the budgets are linear in the chunk).
-  std::int64_t chunk = 0;
-  if (!cuda) {
-    const std::int64_t fixed = cpu_memory_need(h, len, L.max_delay, 0, L.threads);
-    chunk = std::min<std::int64_t>(ndm, (cfg.memory_bytes - fixed) / (len * 4));
-  } else if (cuda_host_need(h, len, L.max_delay) <= cfg.memory_bytes) {
-    const std::int64_t fixed = device_need(len, 0), per_trial = device_need(len, 1) - fixed;
-    chunk =
-        std::min<std::int64_t>(ndm, (device_budget - fixed) / std::max<std::int64_t>(per_trial, 1));
-  }
-  if (chunk < 1) {
-    const std::int64_t need =
-        cuda ? device_need(len, 1) : cpu_memory_need(h, len, L.max_delay, 1, L.threads);
-    fail(ErrorCategory::invalid_argument,
-         "searching '{}' to DM {} needs at least {} MiB of {} memory ({} channels x {} samples "
-         "of maximum delay plus a gulp of {}): raise {} or lower --dm-max",
-         path, L.dms.back(), need >> 20, cuda ? "device" : "host", h.nchans, L.max_delay, len,
-         cuda ? "--gpu-memory" : "--memory");
-  }
-  L.gulp = gulp;
-  L.gulps = (L.nout + gulp - 1) / gulp;
-  L.chunk = chunk;
-  L.plane_len = len;
-  choose_dedisp_method(L, cfg);
-  if (cuda) {
-    L.host_bytes = cuda_host_need(h, len, L.max_delay);
-    L.device_bytes = device_need(len, chunk);
-  } else {
-    L.host_bytes = cpu_memory_need(h, len, L.max_delay, chunk, L.threads);
-  }
-  return L;
-}
-
-}  // namespace detail
-
-// ---------------------------------------------------------------------------------------------
-// Options and results
-// ---------------------------------------------------------------------------------------------
 
 std::string to_string(DedispMethod m) {
   switch (m) {
@@ -282,79 +48,44 @@ DedispMethod parse_dedisp_method(const std::string& name) {
   if (name == "brute") return DedispMethod::brute;
   if (name == "subband") return DedispMethod::subband;
   if (name == "fdmt") return DedispMethod::fdmt;
-  fail(ErrorCategory::invalid_argument, "--dedisp {} is not one of auto, brute, subband, fdmt",
+  fail(ErrorCategory::invalid_argument, "dedisp = {} is not one of auto, brute, subband, fdmt",
        name);
 }
 
-std::vector<int> parse_channel_list(const std::string& spec) {
-  std::vector<int> out;
-  std::size_t pos = 0;
-  while (pos <= spec.size()) {
-    const std::size_t comma = std::min(spec.find(',', pos), spec.size());
-    const std::string item = spec.substr(pos, comma - pos);
-    pos = comma + 1;
-    if (item.empty()) {
-      if (spec.empty()) break;
-      fail(ErrorCategory::invalid_argument, "--zap-chans '{}': empty item", spec);
-    }
-    long a = 0, b = 0;
-    char dash = 0, extra = 0;
-    const int got = std::sscanf(item.c_str(), "%ld%c%ld%c", &a, &dash, &b, &extra);
-    if (got == 1) {
-      b = a;
-    } else if (!(got == 3 && dash == '-')) {
-      fail(ErrorCategory::invalid_argument,
-           "--zap-chans: '{}' is not a channel or a range such as 10-20", item);
-    }
-    if (a < 0 || b < a || b > (1 << 24))
-      fail(ErrorCategory::invalid_argument, "--zap-chans: '{}' is not a valid channel range", item);
-    for (long c = a; c <= b; ++c)
-      out.push_back(static_cast<int>(c));
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
+// ---------------------------------------------------------------------------------------------
+// Parameters and results
+// ---------------------------------------------------------------------------------------------
 
 void FileSearchConfig::validate() const {
   if (!(dm_min >= 0) || !std::isfinite(dm_min))
-    fail(ErrorCategory::invalid_argument, "--dm-min = {} must be >= 0", dm_min);
+    fail(ErrorCategory::invalid_argument, "dm_min = {} must be >= 0", dm_min);
   if (!(dm_max >= dm_min) || !std::isfinite(dm_max))
-    fail(ErrorCategory::invalid_argument, "--dm-max = {} must be >= --dm-min = {}", dm_max, dm_min);
+    fail(ErrorCategory::invalid_argument, "dm_max = {} must be >= dm_min = {}", dm_max, dm_min);
   if (!(dm_tolerance > 1) || !std::isfinite(dm_tolerance))
-    fail(ErrorCategory::invalid_argument, "--dm-tol = {} must be > 1", dm_tolerance);
+    fail(ErrorCategory::invalid_argument, "dm_tolerance = {} must be > 1", dm_tolerance);
   if (!(pulse_width_us > 0) || !std::isfinite(pulse_width_us))
-    fail(ErrorCategory::invalid_argument, "--pulse-width = {} us must be > 0", pulse_width_us);
+    fail(ErrorCategory::invalid_argument, "pulse_width_us = {} us must be > 0", pulse_width_us);
   if (boxcar_max < 1 || boxcar_max > (1 << 20) ||
       !std::has_single_bit(static_cast<unsigned>(boxcar_max)))
-    fail(ErrorCategory::invalid_argument,
-         "--boxcar-max = {} must be a power of 2 from 1 to 1048576", boxcar_max);
+    fail(ErrorCategory::invalid_argument, "boxcar_max = {} must be a power of 2 from 1 to 1048576",
+         boxcar_max);
   if (!(snr_min > 0) || !std::isfinite(snr_min))
-    fail(ErrorCategory::invalid_argument, "--snr-min = {} must be > 0", snr_min);
+    fail(ErrorCategory::invalid_argument, "snr_min = {} must be > 0", snr_min);
   if (!(baseline_s > 0) || !std::isfinite(baseline_s))
-    fail(ErrorCategory::invalid_argument, "--baseline = {} s must be > 0", baseline_s);
+    fail(ErrorCategory::invalid_argument, "baseline_s = {} s must be > 0", baseline_s);
   if (!(zap_sigma >= 0) || !std::isfinite(zap_sigma))
-    fail(ErrorCategory::invalid_argument, "--zap-sigma = {} must be >= 0", zap_sigma);
-  for (int c : zap_channels)
-    if (c < 0) fail(ErrorCategory::invalid_argument, "--zap-chans: channel {} is negative", c);
+    fail(ErrorCategory::invalid_argument, "zap_sigma = {} must be >= 0", zap_sigma);
   cluster.validate();
-  require_range<std::int64_t>("--gulp", gulp, 0, std::int64_t{1} << 40);
-  if (memory_bytes < (std::int64_t{1} << 20))
-    fail(ErrorCategory::invalid_argument, "--memory = {} bytes must be at least 1 MiB",
-         memory_bytes);
-  require_range("--threads", threads, 0, 4096);
   require_range("beam", beam, 0, 1 << 30);
-  if (device_memory_bytes != 0 && device_memory_bytes < (std::int64_t{1} << 20))
-    fail(ErrorCategory::invalid_argument,
-         "--gpu-memory = {} bytes must be 0 (automatic) or at least 1 MiB", device_memory_bytes);
-  require_range("--device", device, 0, 1023);
-  require_range("--gpu-streams", gpu_streams, 1, 2);
+  if (dedisp != DedispMethod::automatic && dedisp != DedispMethod::brute &&
+      dedisp != DedispMethod::subband && dedisp != DedispMethod::fdmt)
+    fail(ErrorCategory::invalid_argument, "dedisp = {} is not a DedispMethod",
+         static_cast<int>(dedisp));
   if (!(dedisp_min_snr > 0 && dedisp_min_snr <= 1))
-    fail(ErrorCategory::invalid_argument, "--dedisp-min-snr = {} must be in (0, 1]",
-         dedisp_min_snr);
-  require_range("--subbands", subbands, 0, 1 << 20);
+    fail(ErrorCategory::invalid_argument, "dedisp_min_snr = {} must be in (0, 1]", dedisp_min_snr);
+  require_range("subbands", subbands, 0, 1 << 20);
   if (!(subband_dm_step >= 0) || !std::isfinite(subband_dm_step))
-    fail(ErrorCategory::invalid_argument, "--subband-dm-step = {} must be >= 0 (0: automatic)",
+    fail(ErrorCategory::invalid_argument, "subband_dm_step = {} must be >= 0 (0: automatic)",
          subband_dm_step);
 }
 
@@ -366,25 +97,39 @@ nlohmann::json FileSearchConfig::to_json() const {
           {"boxcar_max", boxcar_max},
           {"snr_min", snr_min},
           {"baseline_s", baseline_s},
-          {"zap_channels", zap_channels},
+          {"zap_channels", zap.channels()},
           {"zap_sigma", zap_sigma},
           {"zero_dm", zero_dm},
           {"cluster",
            {{"time_tol", cluster.time_tol},
             {"filter_tol", cluster.filter_tol},
             {"dm_tol", cluster.dm_tol}}},
-          {"gulp", gulp},
-          {"memory_bytes", memory_bytes},
-          {"threads", threads},
           {"beam", beam},
-          {"device_memory_bytes", device_memory_bytes},
-          {"device", device},
-          {"gpu_streams", gpu_streams},
-          {"autotune", autotune},
           {"dedisp", to_string(dedisp)},
           {"dedisp_min_snr", dedisp_min_snr},
           {"subbands", subbands},
           {"subband_dm_step", subband_dm_step}};
+}
+
+void RunOptions::validate() const {
+  require_range<std::int64_t>("gulp", gulp, 0, std::int64_t{1} << 40);
+  if (memory_bytes < (std::int64_t{1} << 20))
+    fail(ErrorCategory::invalid_argument, "memory_bytes = {} bytes must be at least 1 MiB",
+         memory_bytes);
+  require_range("threads", threads, 0, 4096);
+  if (device_memory_bytes != 0 && device_memory_bytes < (std::int64_t{1} << 20))
+    fail(ErrorCategory::invalid_argument,
+         "device_memory_bytes = {} bytes must be 0 (automatic) or at least 1 MiB",
+         device_memory_bytes);
+  require_range("device", device, 0, 1023);
+  require_range("gpu_streams", gpu_streams, 1, 2);
+}
+
+nlohmann::json RunOptions::to_json() const {
+  return {{"gulp", gulp},        {"memory_bytes", memory_bytes},
+          {"threads", threads},  {"device_memory_bytes", device_memory_bytes},
+          {"device", device},    {"gpu_streams", gpu_streams},
+          {"autotune", autotune}};
 }
 
 nlohmann::json SearchResult::to_json() const {
@@ -398,6 +143,7 @@ nlohmann::json SearchResult::to_json() const {
           {"nsamples_searched", nsamples_searched},
           {"gulp", gulp},
           {"gulps", gulps},
+          {"gulps_searched", gulps_searched},
           {"margin", margin},
           {"dm_chunk", dm_chunk},
           {"widest_boxcar", widest_boxcar},
@@ -416,76 +162,300 @@ nlohmann::json SearchResult::to_json() const {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The driver
+// The plan
 // ---------------------------------------------------------------------------------------------
 
-namespace detail {
-std::pair<std::int64_t, std::int64_t> GulpSpan::resolve(std::int64_t gulps) const {
-  const std::int64_t e = end < 0 ? gulps : end;
-  if (begin < 0 || begin >= e || e > gulps)
-    fail(ErrorCategory::invalid_argument, "gulps [{}, {}) of {}", begin, e, gulps);
-  return {begin, e};
+FileSearchPlan::FileSearchPlan(FileSearchConfig config, RunOptions options,
+                               const io::FilterbankHeader& h, Backend backend, std::string name)
+    : config_(std::move(config)),
+      options_(options),
+      header_(h),
+      name_(std::move(name)),
+      backend_(resolve_backend(backend)) {
+  config_.validate();
+  options_.validate();
+  if (name_.empty()) name_ = "the filterbank";
+  const RunOptions& o = options_;
+  threads_ = o.threads > 0 ? o.threads : omp_get_max_threads();
+  if (!config_.zap.empty() && config_.zap.channels().back() >= h.nchans)
+    fail(ErrorCategory::invalid_argument, "zap: channel {} is outside 0-{} of '{}'",
+         config_.zap.channels().back(), h.nchans - 1, name_);
+
+  // DM list and delays.
+  dms_ = dedisp::dm_list_dedisp(config_.dm_min, config_.dm_max, config_.pulse_width_us,
+                                config_.dm_tolerance, h.nchans, h.tsamp, h.fch1, h.foff);
+  dedisp::DedispersionConfig dc = dedispersion_config(0, 0, 0);
+  dc.dms = dms_;
+  delays_ = dedisp::delay_table(dc);
+  max_delay_ = trial_max_delay(ndms() - 1);
+  nout_ = h.nsamples - max_delay_;
+  if (nout_ < 1)
+    fail(ErrorCategory::invalid_argument,
+         "'{}' holds {} samples ({:.3f} s) but the dispersion delay at DM {} is {} samples "
+         "({:.3f} s): lower dm_max",
+         name_, h.nsamples, h.duration_s(), dms_.back(), max_delay_, max_delay_ * h.tsamp);
+  margin_ = config_.boxcar_max;
+
+  // Gulp and DM chunk from the budgets. The default gulp is the same on both backends (the
+  // statistics are per gulp, so equal gulps give equal candidates): long enough for kMinBoxcars
+  // of the widest boxcar the baseline allows.
+  const SearchConfig sc = search_config(0, 0, 0);
+  const std::int64_t widest_target = widest_boxcar(sc, std::int64_t{1} << 40, 0);
+  std::int64_t gulp = o.gulp > 0 ? o.gulp
+                                 : std::max({std::int64_t{1} << 17, 2 * std::int64_t{max_delay_},
+                                             kMinBoxcars * widest_target});
+  gulp = std::min(gulp, nout_);
+  if (o.gulp > 0 && gulp < nout_ && gulp < kMinBoxcars * widest_target) {
+    static std::atomic<bool> warned{false};  // once per process (plans are made per worker)
+    if (!warned.exchange(true))
+      warn(
+          fmt::format("gulp = {} is shorter than the {} samples a gulp needs for {} boxcars of "
+                      "the widest width the baseline allows ({} samples): the per-gulp "
+                      "statistics get noisy and pulses can be missed; gulp = 0 picks a gulp",
+                      o.gulp, kMinBoxcars * widest_target, kMinBoxcars, widest_target));
+  }
+  const std::int64_t min_gulp =
+      std::min<std::int64_t>(nout_, std::max<std::int64_t>(margin_, 4096));
+  auto plane_len = [&](std::int64_t g) { return std::min(g + 2 * margin_, nout_); };
+  const bool cuda = backend_ == Backend::cuda;
+  const std::int64_t device_budget = cuda ? device_memory_budget(o) : 0;
+  const int lanes = cuda ? o.gpu_streams : 1;
+  auto need = [&](std::int64_t len, std::int64_t chunk, const Workspace* method_plan = nullptr) {
+    return GulpSearcher::estimate(h, backend_, len, max_delay_, chunk, threads_, lanes,
+                                  method_plan);
+  };
+  auto fits = [&](const Workspace& w) {
+    return w.host_bytes <= o.memory_bytes && (!cuda || w.device_bytes <= device_budget);
+  };
+  const std::int64_t ndm = ndms();
+  while (o.gulp == 0 && gulp > min_gulp && !fits(need(plane_len(gulp), ndm)))
+    gulp = std::max(min_gulp, gulp / 2);
+  const std::int64_t len = plane_len(gulp);
+  // The largest chunk of DM trials that fits: the needs are linear in the chunk.
+  const Workspace fixed = need(len, 0), one = need(len, 1);
+  auto most = [&](std::int64_t budget, std::int64_t f, std::int64_t per_trial) {
+    if (f > budget) return std::int64_t{0};
+    return per_trial <= 0 ? ndm : (budget - f) / per_trial;
+  };
+  std::int64_t chunk =
+      std::min(ndm, most(o.memory_bytes, fixed.host_bytes, one.host_bytes - fixed.host_bytes));
+  if (cuda)
+    chunk = std::min(
+        chunk, most(device_budget, fixed.device_bytes, one.device_bytes - fixed.device_bytes));
+  if (chunk < 1) {
+    const bool host_short = one.host_bytes > o.memory_bytes;
+    fail(ErrorCategory::invalid_argument,
+         "searching '{}' to DM {} needs at least {} MiB of {} memory ({} channels x {} samples "
+         "of maximum delay plus a gulp of {}): raise {} or lower dm_max",
+         name_, dms_.back(), (host_short ? one.host_bytes : one.device_bytes) >> 20,
+         host_short ? "host" : "device", h.nchans, max_delay_, len,
+         host_short ? "memory_bytes" : "device_memory_bytes");
+  }
+  // The dedispersion method, then its plans' own buffers (stage-1 series, FDMT levels): the
+  // largest chunk's plan, one per CPU searcher and CUDA lane, must fit beside the rest.
+  choose_dedisp_method(len);
+  std::optional<Workspace> method_plan;
+  while (dedisp_algorithm_ != dedisp::Algorithm::automatic) {
+    Workspace worst;
+    for (std::int64_t d0 = 0; d0 < ndm; d0 += chunk)
+      worst = larger(worst, dedisp::DedispersionPlan::estimate_workspace(
+                                dedispersion_config(d0, std::min(ndm, d0 + chunk), len), backend_));
+    const Workspace total = need(len, chunk, &worst);
+    if (fits(total)) {
+      method_plan = worst;
+      break;
+    }
+    if (chunk > 1) {
+      chunk = std::max<std::int64_t>(1, chunk / 2);
+      continue;
+    }
+    const bool host_short = total.host_bytes > o.memory_bytes;
+    const std::string why = fmt::format(
+        "the {} plan of one DM trial needs {} MiB of {} memory beside the gulp's buffers",
+        dedisp::to_string(dedisp_algorithm_),
+        (host_short ? worst.host_bytes : worst.device_bytes) >> 20, host_short ? "host" : "device");
+    if (config_.dedisp != DedispMethod::automatic)
+      fail(ErrorCategory::invalid_argument, "searching '{}' with dedisp = {}: {}: raise {}", name_,
+           to_string(config_.dedisp), why, host_short ? "memory_bytes" : "device_memory_bytes");
+    dedisp_choice_ += fmt::format("; {}: brute force instead", why);
+    dedisp_algorithm_ = dedisp::Algorithm::automatic;
+    chunk =
+        std::min(ndm, most(o.memory_bytes, fixed.host_bytes, one.host_bytes - fixed.host_bytes));
+    if (cuda)
+      chunk = std::min(
+          chunk, most(device_budget, fixed.device_bytes, one.device_bytes - fixed.device_bytes));
+  }
+  gulp_ = gulp;
+  gulps_ = (nout_ + gulp - 1) / gulp;
+  chunk_ = chunk;
+  plane_len_ = len;
+  workspace_ = need(len, chunk, method_plan ? &*method_plan : nullptr);
 }
 
-SearchResult planned_result(const FileSearchLayout& L) {
-  SearchResult res;
-  res.header = L.header;
-  res.backend = L.backend == Backend::cuda ? "cuda" : "cpu";
-  res.dms = L.dms;
-  res.max_delay = L.max_delay;
-  res.nsamples_searched = L.nout;
-  res.gulp = L.gulp;
-  res.gulps = L.gulps;
-  res.margin = L.margin;
-  res.dm_chunk = L.chunk;
-  res.memory_bytes = L.host_bytes;
-  res.device_memory_bytes = L.device_bytes;
-  res.min_channels_kept = L.header.nchans;
-  res.widest_boxcar = widest_boxcar(L.search, L.plane_len, 0);
-  res.dedisp_method = L.dedisp.algorithm == dedisp::Algorithm::subband ? "subband"
-                      : L.dedisp.algorithm == dedisp::Algorithm::fdmt  ? "fdmt"
-                                                                       : "brute";
-  res.dedisp_choice = L.dedisp_choice;
-  return res;
+void FileSearchPlan::choose_dedisp_method(std::int64_t len) {
+  const FileSearchConfig& c = config_;
+  subband_ = {};
+  subband_.subbands = c.subbands;
+  subband_.coarse_dm_step = c.subband_dm_step;
+  subband_.min_snr_fraction = c.dedisp_min_snr;
+  dedisp_algorithm_ = dedisp::Algorithm::automatic;
+  if (c.dedisp == DedispMethod::brute) return;
+  dedisp::TrialReport subband_trials;  // the whole list's sub-band plan, when chosen
+  if (c.subbands > header_.nchans)
+    fail(ErrorCategory::invalid_argument, "subbands = {} is more than the {} channels of '{}'",
+         c.subbands, header_.nchans, name_);
+  // The whole DM list on the longest plane, without the killmask (as the methods run).
+  dedisp::DedispersionConfig all = dedispersion_config(0, ndms(), len);
+  all.killmask.clear();
+  switch (c.dedisp) {
+    case DedispMethod::subband:
+      dedisp_algorithm_ = dedisp::Algorithm::subband;
+      break;
+    case DedispMethod::fdmt:
+      dedisp_algorithm_ = dedisp::Algorithm::fdmt;
+      break;
+    default: {
+      auto choice = dedisp::select_algorithm(all, backend_, c.dedisp_min_snr);
+      dedisp_algorithm_ = choice.algorithm;
+      dedisp_choice_ = choice.reason;
+      if (dedisp_algorithm_ == dedisp::Algorithm::subband)
+        subband_trials = std::move(choice.subband_trials);
+    }
+  }
+  if (dedisp_algorithm_ != dedisp::Algorithm::subband) return;
+  // One grid for the whole list, given to every chunk (SubbandConfig::trial_coarse_dms). A
+  // setting the smearing bound refuses fails here, naming the option.
+  all.algorithm = dedisp::Algorithm::subband;
+  dedisp::TrialReport& r = subband_trials;
+  try {
+    if (r.coarse_dms.empty()) r = dedisp::DedispersionPlan::preview(all, backend_).trials;
+  } catch (const Error& e) {
+    if (e.category() != ErrorCategory::invalid_argument) throw;
+    if (c.subband_dm_step > 0)
+      fail(ErrorCategory::invalid_argument, "subband_dm_step = {} is refused: {}",
+           c.subband_dm_step, e.what());
+    fail(ErrorCategory::invalid_argument, "dedisp = subband is refused for '{}': {}", name_,
+         e.what());
+  }
+  subband_.subbands = r.subbands;
+  subband_.coarse_dm_step = 0;
+  subband_.trial_coarse_dms.resize(r.dms.size());
+  subband_.trial_phases.resize(r.dms.size());
+  for (std::size_t i = 0; i < r.dms.size(); ++i) {
+    const auto j = static_cast<std::size_t>(r.coarse_trial[i]);
+    subband_.trial_coarse_dms[i] = r.coarse_dms[j];
+    subband_.trial_phases[i] = r.coarse_phases[j];
+  }
 }
-}  // namespace detail
 
-SearchResult search_filterbank(const std::string& path, const FileSearchConfig& cfg,
-                               Backend backend) {
-  cfg.validate();
-  const Backend b = resolve_backend(backend);
-  const io::FilterbankHeader h = io::read_filterbank_header(path);
-  const detail::FileSearchLayout L = detail::plan_file_search(path, h, cfg, b);
+std::int32_t FileSearchPlan::trial_max_delay(std::int64_t d) const {
+  const auto n = static_cast<std::ptrdiff_t>(header_.nchans);
+  return *std::max_element(delays_.begin() + d * n, delays_.begin() + (d + 1) * n);
+}
 
-  SearchResult res = detail::planned_result(L);
+GulpRange FileSearchPlan::gulp_range(std::int64_t g) const {
+  GulpRange r;
+  r.own_begin = g * gulp_;
+  r.own_end = std::min(nout_, r.own_begin + gulp_);
+  r.p0 = std::max<std::int64_t>(0, r.own_begin - margin_);
+  r.p1 = std::min(nout_, r.own_end + margin_);
+  return r;
+}
 
-  // Clustering across gulps: the peaks of gulp g are complete once the runner hands them over;
+RfiConfig FileSearchPlan::rfi() const {
+  RfiConfig r;
+  r.zap = config_.zap;
+  r.zap_sigma = config_.zap_sigma;
+  r.zero_dm = config_.zero_dm;
+  return r;
+}
+
+dedisp::DedispersionConfig FileSearchPlan::dedispersion_config(std::int64_t d0, std::int64_t d1,
+                                                               std::int64_t len) const {
+  dedisp::DedispersionConfig c;
+  c.nchans = header_.nchans;
+  c.fch1_mhz = header_.fch1;
+  c.foff_mhz = header_.foff;
+  c.tsamp_s = header_.tsamp;
+  c.nbits = 32;  // the cleaned gulp is float32
+  c.threads = options_.threads;
+  c.pulse_width_us = config_.pulse_width_us;
+  c.algorithm = dedisp_algorithm_;
+  c.subband = subband_;
+  c.subband.trial_coarse_dms.clear();
+  c.subband.trial_phases.clear();
+  if (backend_ == Backend::cuda)
+    c.channel_major = true;  // cleaned on the GPU into channel rows; zapped rows are zeros
+  else if (dedisp_algorithm_ == dedisp::Algorithm::automatic)
+    c.killmask = config_.zap.use_flags(header_.nchans);  // brute force skips them
+  if (d1 > d0) {
+    c.dms.assign(dms_.begin() + d0, dms_.begin() + d1);
+    c.nsamples_in = len + trial_max_delay(d1 - 1);
+    if (!subband_.trial_coarse_dms.empty()) {
+      c.subband.trial_coarse_dms.assign(subband_.trial_coarse_dms.begin() + d0,
+                                        subband_.trial_coarse_dms.begin() + d1);
+      c.subband.trial_phases.assign(subband_.trial_phases.begin() + d0,
+                                    subband_.trial_phases.begin() + d1);
+    }
+  }
+  return c;
+}
+
+SearchConfig FileSearchPlan::search_config(std::int64_t d0, std::int64_t d1,
+                                           std::int64_t len) const {
+  SearchConfig sc;
+  sc.ndms = d1 - d0;
+  sc.nsamples = len;
+  sc.tsamp_s = header_.tsamp;
+  sc.baseline_s = config_.baseline_s;
+  sc.boxcar_max = config_.boxcar_max;
+  sc.snr_min = config_.snr_min;
+  sc.min_rms = kMinRms;
+  sc.threads = options_.threads;
+  if (config_.zero_dm)  // a pulse wider than its trial's sweep is mostly removed by zero-DM
+    for (std::int64_t d = d0; d < d1; ++d)
+      sc.max_width.push_back(std::max(1, trial_max_delay(d)));
+  return sc;
+}
+
+SearchResult FileSearchPlan::execute(io::FilterbankSource& source, const GulpHook& hook) const {
+  const io::FilterbankHeader& sh = source.header();
+  if (sh.nchans != header_.nchans || sh.nbits != header_.nbits || sh.nsamples != header_.nsamples ||
+      sh.tsamp != header_.tsamp || sh.is_signed != header_.is_signed)
+    fail(ErrorCategory::invalid_argument,
+         "'{}' ({} channels, {} bits, {} samples) is not the data the search of '{}' was "
+         "planned for ({} channels, {} bits, {} samples)",
+         source.path(), sh.nchans, sh.nbits, sh.nsamples, name_, header_.nchans, header_.nbits,
+         header_.nsamples);
+  SearchResult res = planned_result(*this);
+
+  // Clustering across gulps: the peaks of gulp g are complete once the searcher hands them over;
   // every later gulp's plane starts at or after own_end - margin, so spans begin no earlier.
-  Clusterer clusterer(cfg.cluster);
+  Clusterer clusterer(config_.cluster);
   std::vector<Cluster> clusters;
-  Progress progress(fmt::format("search {}", path), L.nout);
-  if (!cfg.progress) progress.set_enabled(false);
-  auto sink = [&](detail::GulpPeaks&& gp) {
+  Progress progress(fmt::format("search {}", name_), nout_);
+  if (!options_.progress) progress.set_enabled(false);
+  bool go_on = true;
+  auto sink = [&](GulpPeaks&& gp) {
     const auto t0 = std::chrono::steady_clock::now();
-    const detail::GulpRange r = L.gulp_range(gp.gulp);
+    const GulpRange r = gulp_range(gp.gulp);
     res.min_channels_kept = std::min(res.min_channels_kept, gp.channels_kept);
     clusterer.add(gp.peaks);
     const auto done =
-        gp.gulp + 1 < L.gulps ? clusterer.take_final(r.own_end - L.margin) : clusterer.finish();
+        gp.gulp + 1 < gulps_ ? clusterer.take_final(r.own_end - margin_) : clusterer.finish();
     clusters.insert(clusters.end(), done.begin(), done.end());
     res.seconds_cluster +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress.update(r.own_end);
+    ++res.gulps_searched;
+    if (go_on && hook) go_on = hook(res.gulps_searched, gulps_);
+    return go_on;
   };
-  detail::StageTimes times;
-  if (b == Backend::cuda) {
-    detail::CudaRunOptions o;
-    o.device = cfg.device;
-    o.streams = cfg.gpu_streams;
-    o.autotune = cfg.autotune;
-    detail::run_gulps_cuda(L, 0, L.ndms(), o, sink, times);
-  } else {
-    detail::run_gulps_cpu(L, 0, L.ndms(), sink, times);
+  StageTimes times;
+  search_gulps(*this, source, {}, options_.device, sink, times);
+  if (res.gulps_searched < gulps_) {  // stopped: what is left is final too
+    const auto rest = clusterer.finish();
+    clusters.insert(clusters.end(), rest.begin(), rest.end());
   }
   progress.finish();
   times.report_to(res);
@@ -496,15 +466,17 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
   });
   res.candidates.reserve(clusters.size());
   for (const auto& cl : clusters)
-    res.candidates.push_back(to_candidate(cl, res.dms, h.tsamp, cfg.beam));
+    res.candidates.push_back(to_candidate(cl, res.dms, header_.tsamp, config_.beam));
   return res;
 }
 
-#ifndef WARPBEAM_HAVE_CUDA
-void detail::run_gulps_cuda(const FileSearchLayout&, std::int64_t, std::int64_t,
-                            const CudaRunOptions&, const PeakSink&, StageTimes&, GulpSpan) {
-  fail(ErrorCategory::unsupported, "this warpbeam build has no CUDA backend");
+SearchResult search_filterbank(const std::string& path, const FileSearchConfig& config,
+                               const RunOptions& options, Backend backend) {
+  config.validate();
+  options.validate();
+  const auto source = io::open_filterbank(path);
+  const FileSearchPlan plan(config, options, source->header(), backend, path);
+  return plan.execute(*source);
 }
-#endif
 
 }  // namespace warpbeam::search

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "search/rfi_rules.hpp"
@@ -25,7 +26,7 @@ void decide_channels(RfiReport& r, const RfiConfig& config) {
   r.keep.assign(r.median.size(), 1);
   r.zapped_by_mask = r.zapped_dead = r.zapped_outlier = 0;
   for (int c = 0; c < nchans; ++c) {
-    if (!config.zap.empty() && config.zap[c]) {
+    if (config.zap.contains(c)) {
       r.keep[c] = 0;
       ++r.zapped_by_mask;
     } else if (!(r.sigma[c] > 0) || !std::isfinite(r.sigma[c]) || !std::isfinite(r.median[c])) {
@@ -59,12 +60,68 @@ void decide_channels(RfiReport& r, const RfiConfig& config) {
 
 }  // namespace detail
 
+ChannelMask::ChannelMask(std::vector<int> channels) : channels_(std::move(channels)) {
+  std::sort(channels_.begin(), channels_.end());
+  channels_.erase(std::unique(channels_.begin(), channels_.end()), channels_.end());
+  if (!channels_.empty() && channels_.front() < 0)
+    fail(ErrorCategory::invalid_argument, "zap: channel {} is negative", channels_.front());
+}
+
+ChannelMask ChannelMask::parse(const std::string& spec) {
+  std::vector<int> out;
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    const std::size_t comma = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (item.empty()) {
+      if (spec.empty()) break;
+      fail(ErrorCategory::invalid_argument, "channel list '{}': empty item", spec);
+    }
+    long a = 0, b = 0;
+    char dash = 0, extra = 0;
+    const int got = std::sscanf(item.c_str(), "%ld%c%ld%c", &a, &dash, &b, &extra);
+    if (got == 1) {
+      b = a;
+    } else if (!(got == 3 && dash == '-')) {
+      fail(ErrorCategory::invalid_argument,
+           "channel list: '{}' is not a channel or a range such as 10-20", item);
+    }
+    if (a < 0 || b < a || b > (1 << 24))
+      fail(ErrorCategory::invalid_argument, "channel list: '{}' is not a valid channel range",
+           item);
+    for (long c = a; c <= b; ++c)
+      out.push_back(static_cast<int>(c));
+  }
+  return ChannelMask(std::move(out));
+}
+
+bool ChannelMask::contains(int channel) const {
+  return std::binary_search(channels_.begin(), channels_.end(), channel);
+}
+
+void ChannelMask::validate(int nchans) const {
+  if (!channels_.empty() && channels_.back() >= nchans)
+    fail(ErrorCategory::invalid_argument, "zap: channel {} is outside 0-{}", channels_.back(),
+         nchans - 1);
+}
+
+std::vector<std::uint8_t> ChannelMask::use_flags(int nchans) const {
+  std::vector<std::uint8_t> f(static_cast<std::size_t>(std::max(nchans, 0)), 1);
+  for (int c : channels_)
+    if (c < nchans) f[static_cast<std::size_t>(c)] = 0;
+  return f;
+}
+
 void RfiConfig::validate(int nchans) const {
-  if (!zap.empty() && static_cast<int>(zap.size()) != nchans)
-    fail(ErrorCategory::invalid_argument, "the channel mask has {} entries for {} channels",
-         zap.size(), nchans);
+  zap.validate(nchans);
   if (!(zap_sigma >= 0) || !std::isfinite(zap_sigma))
     fail(ErrorCategory::invalid_argument, "zap_sigma = {} must be >= 0", zap_sigma);
+}
+
+Workspace clean_filterbank_workspace(std::int64_t nsamples, int threads) {
+  const std::int64_t n = threads > 0 ? threads : omp_get_max_threads();
+  return {n * (kChannelBlock + 1) * nsamples * static_cast<std::int64_t>(sizeof(float)), 0};
 }
 
 int RfiReport::kept() const {
