@@ -290,6 +290,20 @@ TEST(SearchCli, BenchDedispReportsThroughput) {
   EXPECT_EQ(wbtest::run_cli("bench dedisp --config D7").exit_code, 2);
 }
 
+// bench search --dedisp takes search's method names; anything else is a usage error (exit 2,
+// naming the option) before any file is simulated or any record written.
+TEST(SearchCli, BenchSearchRejectsABadDedispersionMethod) {
+  wbtest::TempDir dir;
+  for (const char* bad : {"fast", "", "FDMT"}) {
+    SCOPED_TRACE(bad);
+    const auto r = wbtest::run_cli(std::string("bench search --backend cpu --dedisp '") + bad +
+                                   "' --json '" + dir.file("b.json") + "'");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--dedisp"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("b.json")));
+  }
+}
+
 // An interrupted command (SIGINT, as Ctrl-C sends; SIGTERM alike) removes its temporary output
 // and dies of the signal: no "*.tmp.PID" and no product left behind.
 TEST(SearchCli, AnInterruptedCommandLeavesNoTemporaryFile) {
