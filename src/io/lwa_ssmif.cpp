@@ -138,8 +138,8 @@ int Ssmif::tbf_antenna(int s, int p) const {
   return input_antenna[input];
 }
 
-TbfStationModel tbf_station_model(const Ssmif& ssmif, int tbf_nstand) {
-  if (tbf_nstand != ssmif.nstand())
+TbfStationModel tbf_station_model(const Ssmif& ssmif, int tbf_nstand, bool subset) {
+  if (tbf_nstand > ssmif.nstand() || (!subset && tbf_nstand != ssmif.nstand()))
     fail(ErrorCategory::format,
          "the TBF data hold {} stands but SSMIF '{}' describes {} (N_STD): wrong station file?",
          tbf_nstand, ssmif.path, ssmif.nstand());
