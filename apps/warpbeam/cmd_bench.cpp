@@ -137,6 +137,10 @@ void add_bench_search_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::Range(0, 4096));
   cmd->add_flag("--autotune", o->autotune, "CUDA: autotune the dedispersion kernel first");
+  cmd->add_option("--dedisp", o->dedisp,
+                  "Dedispersion method, as search --dedisp: brute, subband, fdmt or auto")
+      ->check(CLI::IsMember({"auto", "brute", "subband", "fdmt"}))
+      ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write the record as JSON to this file");
   cmd->callback([o] { bench::bench_search(*o); });
 }
