@@ -5,6 +5,8 @@
 // Measures, in one run: the device ceilings; the direct kernel (dedisp's scheme, the baseline);
 // the tiled and packed kernels at their default tile sizes (or a sweep of tile sizes); each
 // kernel's output rows checked against the direct kernel's; optionally autotune()'s pick; and
+// the sub-band and FDMT methods on the same input (checked against the CPU's method on a short
+// gulp of the same shape, with the roofline of their own additions and bytes); and
 // the end-to-end time from a D1 file written to the temp folder: read in gulps into two pinned
 // buffers, copied on two streams so that the copy of gulp n+1 overlaps the dedispersion of
 // gulp n; the DM-time plane stays on the GPU (not copied back), as the GPU search uses it.
@@ -268,6 +270,68 @@ FileRun run_from_file(const DedispersionConfig& base, const std::string& path, s
   return fr;
 }
 
+// A method (subband, fdmt) on the D1 input: timed as the kernels are, then checked against the
+// CPU plan of the same method on a short gulp (4096 output samples) of the same input: every
+// row, max|gpu - cpu| <= 1e-5 max|cpu| (exact for 8-bit sums). The roofline is its own: the
+// additions and the bytes of the plan's OperationCount.
+json measure_method(const DedispersionConfig& c, Algorithm a, const DeviceArray<std::uint8_t>& in,
+                    DeviceArray<float>& out, const Stream& stream, int repeats,
+                    const bench::DeviceCeilings& ceil, double brute_s, double data_s) {
+  json j = {{"algorithm", to_string(a)}};
+  Measured m = measure(c, a, {}, in, out, stream, repeats);
+  if (!m.error.empty()) {
+    j["error"] = m.error;
+    return j;
+  }
+  DedispersionConfig cm = c;
+  cm.algorithm = a;
+  const DedispersionPlan plan(cm, Backend::cuda);  // for the report (the timed plan is gone)
+  const OperationCount ops = plan.operations();
+  const TrialReport& r = plan.trials();
+  // The short check.
+  DedispersionConfig cs = cm;
+  const std::int64_t maxd = plan.max_delay();
+  cs.nsamples_in = maxd + 4096;
+  const auto row = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
+  std::vector<std::uint8_t> h(static_cast<std::size_t>(cs.nsamples_in * row));
+  copy_bytes(h.data(), in.data(), h.size());
+  const DedispersionPlan cpu(cs, Backend::cpu), gpu(cs, Backend::cuda);
+  std::vector<float> ref(static_cast<std::size_t>(cpu.ndms() * cpu.nsamples_out()));
+  cpu.execute(View<const std::uint8_t, 2>(h.data(), {cs.nsamples_in, row}),
+              View<float, 2>(ref.data(), {cpu.ndms(), cpu.nsamples_out()}));
+  DeviceArray<float> dout(ref.size());
+  device_memset(dout.data(), 0xFF, dout.bytes());
+  gpu.execute(View<const std::uint8_t, 2>(in.data(), {cs.nsamples_in, row}, Space::device),
+              View<float, 2>(dout.data(), {gpu.ndms(), gpu.nsamples_out()}, Space::device));
+  std::vector<float> got(ref.size());
+  copy_bytes(got.data(), dout.data(), dout.bytes());
+  const double err = max_rel_error(ref, got, gpu.nsamples_out());
+  const float worst_snr = *std::min_element(r.snr_fraction.begin(), r.snr_fraction.end());
+  j.update(json{{"kernel", m.kernel},
+                {"median_s", m.median_s},
+                {"min_s", m.seconds.front()},
+                {"max_s", m.seconds.back()},
+                {"realtime_factor", data_s / m.median_s},
+                {"speedup_vs_brute_force", brute_s / m.median_s},
+                {"additions", ops.additions},
+                {"bytes", ops.bytes},
+                {"add_roofline_fraction", ops.additions / ceil.fp32_add_per_s / m.median_s},
+                {"bytes_roofline_fraction", ops.bytes / ceil.copy_bytes_per_s / m.median_s},
+                {"roofline_s",
+                 std::max(ops.additions / ceil.fp32_add_per_s, ops.bytes / ceil.copy_bytes_per_s)},
+                {"device_workspace_bytes", plan.workspace().device_bytes},
+                {"worst_predicted_snr_fraction", worst_snr},
+                {"verified_against_cpu", err <= 1e-5},
+                {"max_rel_err_vs_cpu", err}});
+  if (a == Algorithm::subband) {
+    j["subbands"] = r.subbands;
+    j["coarse_dms"] = r.coarse_dms.size();
+  } else {
+    j["max_integer_delay"] = r.fdmt_max_delay;
+  }
+  return j;
+}
+
 }  // namespace
 
 json bench_dedisp_cuda(const DedispBenchRequest& o) {
@@ -351,6 +415,17 @@ json bench_dedisp_cuda(const DedispBenchRequest& o) {
     if (m.error.empty() && m.verified && m.median_s < best->median_s) best = &m;
   if (tuned_run && tuned_run->error.empty() && tuned_run->verified) best = &*tuned_run;
 
+  // The methods with fewer additions, on the same input, against the best brute-force kernel.
+  json methods = json::array();
+  bool methods_ok = true;
+  for (Algorithm a : {Algorithm::subband, Algorithm::fdmt}) {
+    fmt::print(stderr, "bench dedisp cuda: {}\n", to_string(a));
+    methods.push_back(
+        measure_method(c, a, in, out, stream, o.repeats, ceil, best->median_s, w.data_s));
+    methods_ok = methods_ok && (methods.back().contains("error") ||
+                                methods.back().value("verified_against_cpu", false));
+  }
+
   std::optional<FileRun> file;
   if (o.end_to_end) {
     TempFile tmp{(std::filesystem::temp_directory_path() /
@@ -397,6 +472,23 @@ json bench_dedisp_cuda(const DedispBenchRequest& o) {
   line(direct);
   for (const auto& m : variants)
     line(m);
+  for (const auto& m : methods) {
+    if (m.contains("error")) {
+      fmt::print("{:<8} not run: {}\n", m["algorithm"].get<std::string>(),
+                 m["error"].get<std::string>());
+      continue;
+    }
+    fmt::print(
+        "{:<8} {:>9.4f} s {:>9.1f}x real time, {:.3g} adds ({:.1f} % of the add roofline), "
+        "{:.3g} bytes ({:.1f} % of the copy roofline), {:.2f}x brute force, worst predicted "
+        "S/N {:.3f}  {}\n",
+        m["algorithm"].get<std::string>(), m["median_s"].get<double>(),
+        m["realtime_factor"].get<double>(), m["additions"].get<double>(),
+        100 * m["add_roofline_fraction"].get<double>(), m["bytes"].get<double>(),
+        100 * m["bytes_roofline_fraction"].get<double>(), m["speedup_vs_brute_force"].get<double>(),
+        m["worst_predicted_snr_fraction"].get<double>(),
+        m["verified_against_cpu"].get<bool>() ? "ok" : "MISMATCH vs cpu");
+  }
   if (tuned_run) {
     fmt::print("autotune ({}): ", tuned->from_cache ? "cached" : "measured");
     line(*tuned_run);
@@ -410,7 +502,13 @@ json bench_dedisp_cuda(const DedispBenchRequest& o) {
   if (file)
     summary += fmt::format("; end to end from file {:.3f} s ({:.0f}x real time)", file->median_s,
                            w.data_s / file->median_s);
+  for (const auto& m : methods)
+    if (!m.contains("error"))
+      summary +=
+          fmt::format("; {} {:.4f} s ({:.2f}x)", m["algorithm"].get<std::string>(),
+                      m["median_s"].get<double>(), m["speedup_vs_brute_force"].get<double>());
   if (!all_match) summary += "; MISMATCH against the direct kernel";
+  if (!methods_ok) summary += "; a method differs from the CPU's";
   fmt::print("{}\n", summary);
 
   json j = dedisp_bench_record(setup, "cuda", w.nout, best->median_s);
@@ -447,6 +545,7 @@ json bench_dedisp_cuda(const DedispBenchRequest& o) {
     vs.push_back(to_json(m, w, ceil, direct.median_s));
   j["variants"] = vs;
   j["best"] = to_json(*best, w, ceil, direct.median_s);
+  j["methods"] = methods;
   if (tuned) {
     j["autotune"] = to_json(*tuned_run, w, ceil, direct.median_s);
     j["autotune"]["from_cache"] = tuned->from_cache;
@@ -466,6 +565,8 @@ json bench_dedisp_cuda(const DedispBenchRequest& o) {
   }
   if (!all_match)
     j["failed"] = "a kernel's output differs from the direct kernel's (see the table)";
+  else if (!methods_ok)
+    j["failed"] = "the sub-band or FDMT output differs from the CPU's (see the table)";
   return j;
 }
 

@@ -54,7 +54,8 @@ void bench_pipeline(const PipelineBenchOptions& options);
 /// injected burst; throws Error(io) when the burst is not the top candidate.
 struct SearchBenchOptions {
   std::string config = "D1", backend = "cuda", json_path;
-  std::int64_t nsamples = 0;  // input samples (0: D1's 2^20)
+  std::string dedisp = "brute";  // brute, subband, fdmt or auto (FileSearchConfig::dedisp)
+  std::int64_t nsamples = 0;     // input samples (0: D1's 2^20)
   int repeats = 3;
   int threads = 0;
   bool autotune = false;

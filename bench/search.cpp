@@ -1,4 +1,5 @@
-// `warpbeam bench search --config D1 [--backend cpu|cuda|auto] [--nsamples N] [--json FILE]`:
+// `warpbeam bench search --config D1 [--backend cpu|cuda|auto] [--dedisp brute|subband|fdmt|auto]
+// [--nsamples N] [--json FILE]`:
 // the whole file search end to end (read, RFI, dedispersion, search, clustering) on a D1-shaped
 // file (DESIGN.md: 1024 channels, 64 us, 8-bit, 2^20 samples, DM 0-1000) with an injected burst,
 // simulated into the temp folder first (so it is read from the page cache). Reports seconds,
@@ -72,6 +73,7 @@ void bench_search(const SearchBenchOptions& o) {
   search::FileSearchConfig cfg;
   cfg.dm_min = 0;
   cfg.dm_max = 1000;  // D1's DM range and list rule (40 us, tolerance 1.25)
+  cfg.dedisp = search::parse_dedisp_method(o.dedisp);
   search::RunOptions run;
   run.threads = o.threads;
   run.progress = false;
@@ -97,9 +99,9 @@ void bench_search(const SearchBenchOptions& o) {
                      std::abs(r.candidates.front().dm - kBurst.dm) <= 0.05 * kBurst.dm &&
                      std::abs(r.candidates.front().time_s - kBurst.time_s) <= 0.05;
   const std::string summary = fmt::format(
-      "search {} {}: {:.3f} s end to end from file ({:.1f}x real time; {} DM trials x {} "
+      "search {} {} {}: {:.3f} s end to end from file ({:.1f}x real time; {} DM trials x {} "
       "samples, {} gulps), {:.3f} GB to the device, {:.3f} MB back; burst {}",
-      o.config, r.backend, median, rtf, r.dms.size(), r.nsamples_searched, r.gulps,
+      o.config, r.backend, r.dedisp_method, median, rtf, r.dms.size(), r.nsamples_searched, r.gulps,
       r.bytes_to_device / 1e9, r.bytes_from_device / 1e6,
       found ? fmt::format("recovered at S/N {:.1f}", r.candidates.front().snr) : "NOT recovered");
   fmt::print("{}\n", summary);
@@ -107,6 +109,7 @@ void bench_search(const SearchBenchOptions& o) {
       "stages (s): read {:.3f}, RFI {:.3f}, dedispersion {:.3f}, search {:.3f}, "
       "clustering {:.3f}\n",
       r.seconds_read, r.seconds_rfi, r.seconds_dedisp, r.seconds_search, r.seconds_cluster);
+  if (!r.dedisp_choice.empty()) fmt::print("dedispersion: {}\n", r.dedisp_choice);
   cli::print_candidates(r.candidates, sc.tsamp_s, 5);
 
   if (!o.json_path.empty()) {

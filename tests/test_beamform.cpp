@@ -1,11 +1,14 @@
 // Beamformer, CPU path: against a naive loop written here, against the physics of a plane wave
 // (the array factor computed here, independently of the library), weights from geometry and
 // ERFA, conversion tables, parsing and bad inputs.
+#include <algorithm>
 #include <cmath>
 #include <complex>
+#include <cstdio>
 #include <numbers>
 
 #include "beamform/executor.hpp"
+#include "beamform/int8.hpp"
 #include "beamform_test_util.hpp"
 #include "test_util.hpp"
 #include "warpbeam/beamform.hpp"
@@ -50,8 +53,9 @@ TEST(BeamformConfig, ValidateNamesTheField) {
   bad = c;
   bad.levels = {1, 2, 3};
   expect_error([&] { bad.validate(); }, ErrorCategory::invalid_argument, "levels");
-  // The tensor-core, cuBLAS and register-stream kernels exist on CUDA only.
-  for (auto a : {Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::register_stream}) {
+  // The tensor-core, cuBLAS, register-stream and int8 kernels exist on CUDA only.
+  for (auto a : {Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::register_stream,
+                 Algorithm::tensor_int8}) {
     bad = c;
     bad.algorithm = a;
     expect_error([&] { BeamformPlan(bad, Backend::cpu); }, ErrorCategory::unsupported, "CUDA");
@@ -60,8 +64,12 @@ TEST(BeamformConfig, ValidateNamesTheField) {
 
 TEST(BeamformConfig, AlgorithmNamesAndTunings) {
   for (auto a : {Algorithm::automatic, Algorithm::register_tiled, Algorithm::register_stream,
-                 Algorithm::tensor_core, Algorithm::cublas_fp16})
+                 Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::tensor_int8})
     EXPECT_EQ(parse_algorithm(to_string(a)), a);
+  EXPECT_EQ(to_string(Algorithm::tensor_int8), "tensor-int8");
+  EXPECT_TRUE(uses_int8(Algorithm::tensor_int8));
+  EXPECT_FALSE(uses_int8(Algorithm::tensor_core));
+  EXPECT_FALSE(uses_fp16(Algorithm::tensor_int8));
   expect_error([] { parse_algorithm("fastest"); }, ErrorCategory::invalid_argument, "fastest");
   EXPECT_TRUE(uses_fp16(Algorithm::cublas_fp16));
   EXPECT_TRUE(uses_fp16(Algorithm::tensor_core));
@@ -201,6 +209,88 @@ TEST(BeamformCpu, CustomLevelsAndOffsetBinary) {
     plan.execute(input_view(c, in), output_view(c, out));
     const auto r = compare(out, naive_beamform(c, in, w), c);
     EXPECT_LE(r.max_err, 1e-5 * r.max_ref) << r.first;
+  }
+}
+
+// The AVX2 executor (src/beamform/cpu.cpp) against the naive double-precision loop on the shapes
+// where its blocking has edges: beams in passes of 16 with a remainder of one vector (37, 40) or
+// a padded one (11), a single beam, channels in groups of 16 with a partial group, samples in
+// blocks of 64 with a partial block and an odd tail (the kernel takes samples in pairs), an
+// integration that does not divide the block (3, blocks of 66) or spans it (128), both pols with
+// and without the pol sum, voltage output, 1 and 3 threads.
+TEST(BeamformCpu, OptimisedPathMatchesNaiveLoopOnEdgeShapes) {
+  struct Shape {
+    int nchans, nant, nbeams;
+    std::int64_t nsamples;
+    int integration;
+  };
+  const Shape shapes[] = {{33, 7, 37, 73, 1},
+                          {16, 5, 40, 130, 1},
+                          {17, 3, 1, 64, 1},
+                          {19, 6, 11, 201, 3},
+                          {5, 4, 9, 256, 128}};
+  int seed = 100;
+  for (const Shape& sh : shapes)
+    for (auto type : {SampleType::ci4, SampleType::ci8})
+      for (int npol : {1, 2})
+        for (int variant = 0; variant < 3; ++variant) {
+          BeamformConfig c = small_config(type, npol, sh.nchans, sh.nant, sh.nbeams, sh.nsamples);
+          c.integration = sh.integration;
+          c.sum_pols = npol == 2 && variant == 1;
+          if (variant == 2) {
+            if (sh.integration != 1) continue;
+            c.output = OutputKind::voltage;
+          }
+          c.threads = 1 + 2 * (seed % 2);
+          const auto in = random_input(c, static_cast<std::uint32_t>(++seed));
+          const auto w = random_weights(c, static_cast<std::uint32_t>(seed), 5);
+          BeamformPlan plan(c, Backend::cpu);
+          plan.set_weights(weights_view(c, w));
+          std::vector<float> out(static_cast<std::size_t>(output_floats(c)), NAN);
+          plan.execute(input_view(c, in), output_view(c, out));
+          const auto r = compare(out, naive_beamform(c, in, w), c);
+          EXPECT_LE(r.max_err, 1e-5 * r.max_ref)
+              << to_string(type) << " " << sh.nchans << " ch, " << sh.nant << " ant, " << sh.nbeams
+              << " beams, " << sh.nsamples << " samples, integration " << sh.integration
+              << ", npol " << npol << " variant " << variant << ": " << r.first;
+          EXPECT_GT(r.max_ref, 0);
+        }
+}
+
+// Outputs above 32 MiB are written with non-temporal stores in whole cache lines, the channel
+// groups shifted to the output's alignment. At every offset of the output in a line (and an
+// offset that rules the non-temporal path out for voltages: 4 bytes), every output value equals
+// the naive loop's and nothing around the output array is written.
+TEST(BeamformCpu, LargeOutputsAtAnyAlignmentMatchNaiveLoop) {
+  for (const OutputKind kind : {OutputKind::power, OutputKind::voltage}) {
+    BeamformConfig c = small_config(SampleType::ci4, 1, 48, 3, 18, 0);
+    c.output = kind;
+    // > 32 MiB of output: 18 beams x 48 channels x nsamples floats (x2 for voltage).
+    c.nsamples = kind == OutputKind::power ? 9800 : 4900;
+    const auto in = random_input(c, 77);
+    const auto w = random_weights(c, 78, 0);
+    const auto ref = naive_beamform(c, in, w);
+    BeamformPlan plan(c, Backend::cpu);
+    plan.set_weights(weights_view(c, w));
+    const std::size_t n = static_cast<std::size_t>(output_floats(c));
+    ASSERT_GT(n * sizeof(float), std::size_t{32} << 20);
+    // A 64-byte aligned buffer with 32 floats of margin on each side.
+    std::vector<float> buf(n + 96, NAN);
+    const std::size_t base =
+        (64 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64) % 64 / sizeof(float) + 32;
+    for (std::size_t offset : {0, 1, 4, 15}) {
+      std::fill(buf.begin(), buf.end(), NAN);
+      float* o = buf.data() + base + offset;
+      plan.execute(input_view(c, in), View<float, 4>(o, c.output_shape()));
+      const std::vector<float> got(o, o + n);
+      const auto r = compare(got, ref, c);
+      EXPECT_LE(r.max_err, 1e-5 * r.max_ref) << (kind == OutputKind::power ? "power" : "voltage")
+                                             << ", offset " << offset << ": " << r.first;
+      for (std::size_t i = 0; i < base + offset; ++i)
+        ASSERT_TRUE(std::isnan(buf[i])) << "written before the output, offset " << offset;
+      for (std::size_t i = base + offset + n; i < buf.size(); ++i)
+        ASSERT_TRUE(std::isnan(buf[i])) << "written after the output, offset " << offset;
+    }
   }
 }
 
@@ -397,4 +487,163 @@ TEST(BeamformWeights, BeamListsAndGrids) {
   expect_error([] { parse_beam_grid("azel:1:2:0:3:4:1"); }, ErrorCategory::invalid_argument,
                "counts");
   expect_error([] { parse_beam_grid("azel:1:2"); }, ErrorCategory::invalid_argument, "--grid");
+}
+
+// ---- int8 weights (the tensor-int8 CUDA variant's arithmetic, emulated on the host) ----
+
+namespace {
+// BEST-2 weights for `nbeams` beams on a grid around the zenith at `nchans` channels spread over
+// the band (the B1 benchmark's weights, fewer channels).
+std::vector<std::complex<float>> best2_weights(int nchans, int nbeams, int npol) {
+  std::vector<Pointing> p;
+  for (int i = 0; i < nbeams; ++i)
+    p.push_back({Frame::direction_cosines, (i % 8 - 3.5) * 0.05, (i / 8 - 1.5) * 0.1, {}});
+  const auto all = best2_frequencies_hz();
+  std::vector<double> f;
+  for (int c = 0; c < nchans; ++c)
+    f.push_back(all[static_cast<std::size_t>(c * 1023 / std::max(1, nchans - 1))]);
+  return compute_weights(best2_geometry(), p, f, npol);
+}
+}  // namespace
+
+// The quantisation rule of int8.hpp: one scale per (channel, beam) over both pols, the largest
+// component maps to +-127, every component within half a step of its weight, zero beams stay 0.
+TEST(BeamformInt8, QuantisationRule) {
+  BeamformConfig c = small_config(SampleType::ci8, 2, 3, 7, 5, 64);
+  auto w = random_weights(c, 9, 0);
+  for (int p = 0; p < 2; ++p)  // beam 2 of channel 1 all zero
+    for (int a = 0; a < c.nantennas; ++a)
+      w[static_cast<std::size_t>(((1 * 2 + p) * c.nbeams + 2) * c.nantennas + a)] = 0;
+  const auto q = beamform::detail::quantize_int8(c, w.data());
+  const auto deq = beamform::detail::dequantize_int8(c, q);
+  ASSERT_EQ(q.q.size(), w.size() * 2);
+  ASSERT_EQ(q.scale.size(), static_cast<std::size_t>(c.nchans * c.nbeams));
+  for (int ch = 0; ch < c.nchans; ++ch)
+    for (int b = 0; b < c.nbeams; ++b) {
+      const float s = q.scale[static_cast<std::size_t>(ch * c.nbeams + b)];
+      EXPECT_EQ(q.scale2[static_cast<std::size_t>(ch * c.nbeams + b)], s * s);
+      float m = 0;
+      int qmax = 0;
+      for (int p = 0; p < 2; ++p)
+        for (int a = 0; a < c.nantennas; ++a) {
+          const std::size_t i =
+              static_cast<std::size_t>(((ch * 2 + p) * c.nbeams + b) * c.nantennas + a);
+          m = std::max({m, std::abs(w[i].real()), std::abs(w[i].imag())});
+          for (int k = 0; k < 2; ++k) {
+            const int v = q.q[2 * i + static_cast<std::size_t>(k)];
+            const float wk = k == 0 ? w[i].real() : w[i].imag();
+            EXPECT_LE(std::abs(v), 127);
+            qmax = std::max(qmax, std::abs(v));
+            EXPECT_LE(std::abs(wk - s * v), 0.5f * s * (1 + 1e-5f)) << ch << " " << b << " " << a;
+          }
+          EXPECT_EQ(deq[i], std::complex<float>(s * q.q[2 * i], s * q.q[2 * i + 1]));
+        }
+      if (ch == 1 && b == 2) {
+        EXPECT_EQ(s, 0.f);
+        EXPECT_EQ(qmax, 0);
+      } else {
+        EXPECT_FLOAT_EQ(s, m / 127);
+        EXPECT_EQ(qmax, 127);
+      }
+    }
+}
+
+// The emulation against the integer definition computed here in double with the dequantised
+// weights: the same numbers up to the emulation's two final fp32 roundings.
+TEST(BeamformInt8, EmulationComputesTheQuantisedBeams) {
+  for (auto type : {SampleType::ci4, SampleType::ci8})
+    for (int variant = 0; variant < 3; ++variant) {
+      BeamformConfig c = small_config(type, 2, 11, 13, 9, 64);
+      c.sum_pols = variant > 0;
+      c.integration = variant == 2 ? 8 : 1;
+      if (variant == 1) c.encoding = Encoding::offset_binary;
+      const auto in = random_input(c, 31 + variant);
+      const auto w = random_weights(c, 32 + variant, 4);
+      const auto q = beamform::detail::quantize_int8(c, w.data());
+      std::vector<float> out(static_cast<std::size_t>(output_floats(c)), NAN);
+      beamform::detail::emulate_int8(c, q, in.data(), out.data());
+      const auto ref = naive_beamform(c, in, beamform::detail::dequantize_int8(c, q));
+      const auto r = compare(out, ref, c, 1e-6);
+      EXPECT_LE(r.max_err, 1e-6 * r.max_ref)
+          << to_string(type) << " variant " << variant << ": " << r.first;
+      EXPECT_GT(r.max_ref, 0);
+    }
+}
+
+// The error of int8 weights on beam power, against float64 with the unquantised weights (the
+// bound docs/PERFORMANCE.md states, "int8 weights"): the B1 case (BEST-2 beams, ci4, 1 pol) and a
+// B2-like case (random unit phasors, ci8, both pols summed, integrated), random weights of random
+// magnitude with masked antennas. Per output array (beam, pol): max |P_int8 - P_f64| <= 1e-2 max
+// P_f64 (measured over input seeds 41-60: B1 0.44-0.74 %, B2-like 0.30-0.46 %, random weights
+// 0.56-0.73 %).
+TEST(BeamformInt8, PowerErrorOfInt8WeightsIsBounded) {
+  struct Case {
+    const char* name;
+    BeamformConfig c;
+    std::vector<std::complex<float>> w;
+  };
+  std::vector<Case> cases;
+  {
+    BeamformConfig c = small_config(SampleType::ci4, 1, 16, 32, 32, 256);
+    cases.push_back({"B1 (BEST-2, ci4)", c, best2_weights(16, 32, 1)});
+  }
+  {
+    BeamformConfig c = small_config(SampleType::ci8, 2, 6, 256, 40, 64);
+    c.sum_pols = true;
+    c.integration = 4;
+    std::vector<std::complex<float>> w(static_cast<std::size_t>(c.nchans) * 2 * c.nbeams * 256);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<double> ph(0, 2 * kPi);
+    for (auto& x : w)
+      x = std::polar(1.0f, static_cast<float>(ph(rng)));
+    cases.push_back({"B2-like (unit phasors, ci8, 2 pols summed, x4)", c, w});
+  }
+  {
+    // Random weights of random magnitudes with masked antennas (the GPU tests' weights).
+    BeamformConfig c = small_config(SampleType::ci4, 1, 9, 70, 45, 200);
+    cases.push_back({"random weights, masked (ci4)", c, random_weights(c, 42, 3)});
+  }
+  for (const Case& k : cases) {
+    const auto in = random_input(k.c, 41);
+    const auto q = beamform::detail::quantize_int8(k.c, k.w.data());
+    std::vector<float> out(static_cast<std::size_t>(output_floats(k.c)), NAN);
+    beamform::detail::emulate_int8(k.c, q, in.data(), out.data());
+    const auto ref = naive_beamform(k.c, in, k.w);
+    const auto r = compare(out, ref, k.c, 1e-2);
+    std::printf("  int8 weights, %s: max |P_int8 - P_f64| / max P_f64 = %.3g\n", k.name,
+                r.max_err / r.max_ref);
+    EXPECT_LE(r.max_err, 1e-2 * r.max_ref) << k.name << ": " << r.first;
+    EXPECT_GT(r.max_ref, 0);
+    // Not exact: the bound is the quantisation's, not fp32 rounding's.
+    EXPECT_GT(r.max_err, 1e-5 * r.max_ref) << k.name;
+  }
+}
+
+// What the int8 kernel cannot form exactly is refused, naming the reason.
+TEST(BeamformInt8, RefusesWhatItCannotFormExactly) {
+  using beamform::detail::check_int8_config;
+  BeamformConfig c = small_config(SampleType::ci4, 1);
+  EXPECT_NO_THROW(check_int8_config(c));
+  auto bad = c;
+  bad.sample_type = SampleType::cf32;
+  expect_error([&] { check_int8_config(bad); }, ErrorCategory::unsupported, "ci4 or ci8");
+  bad = c;
+  bad.levels.assign(16, 0.5f);
+  expect_error([&] { check_int8_config(bad); }, ErrorCategory::unsupported, "integer");
+  bad = c;
+  bad.levels.resize(16);
+  for (int i = 0; i < 16; ++i)
+    bad.levels[static_cast<std::size_t>(i)] = static_cast<float>(2 * i - 15);  // odd integers
+  EXPECT_NO_THROW(check_int8_config(bad));
+  bad = c;
+  bad.output = OutputKind::voltage;
+  expect_error([&] { check_int8_config(bad); }, ErrorCategory::unsupported, "power only");
+  bad = c;
+  bad.integration = 3;
+  bad.nsamples = 72;
+  expect_error([&] { check_int8_config(bad); }, ErrorCategory::unsupported, "power of two");
+  bad = small_config(SampleType::ci8, 2, 1, 60000, 1, 64);
+  bad.sum_pols = true;
+  bad.integration = 64;
+  expect_error([&] { check_int8_config(bad); }, ErrorCategory::unsupported, "overflow");
 }

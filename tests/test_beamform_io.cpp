@@ -322,6 +322,19 @@ TEST(BeamformCli, BadInputsGiveClearErrorsAndNoOutput) {
                       dir.file("o3") + "'");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("o3")));
+  // A CUDA-only algorithm on the CPU (the name parses: the error names the backend), and a name
+  // that is none.
+  r = wbtest::run_cli("beamform '" + raw + "' --grid azel:180:180:1:60:60:1 --out '" +
+                      dir.file("o4") + "' --backend cpu --algorithm tensor-int8");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("tensor-int8 beamformer needs the CUDA backend"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o4")));
+  r = wbtest::run_cli("beamform '" + raw + "' --grid azel:180:180:1:60:60:1 --out '" +
+                      dir.file("o4") + "' --backend cpu --algorithm int8");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--algorithm"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o4")));
   // Bad option values.
   r = wbtest::run_cli("simulate voltages --out '" + dir.file("x.raw") + "' --npol 3");
   EXPECT_EQ(r.exit_code, 2);

@@ -639,10 +639,11 @@ TEST(DedispTileGeometry, CompactDelaysDropMaskedChannelsAndNeedGrowingDelays) {
 }
 
 TEST(DedispAlgorithm, NamesRoundTrip) {
-  for (Algorithm a : {Algorithm::automatic, Algorithm::direct, Algorithm::tiled, Algorithm::packed})
+  for (Algorithm a : {Algorithm::automatic, Algorithm::direct, Algorithm::tiled, Algorithm::packed,
+                      Algorithm::subband, Algorithm::fdmt})
     EXPECT_EQ(parse_algorithm(to_string(a)), a);
   EXPECT_EQ(parse_algorithm("auto"), Algorithm::automatic);
-  EXPECT_THROW(parse_algorithm("fdmt"), Error);
+  EXPECT_THROW(parse_algorithm("brute"), Error);
 }
 
 TEST(DedispOutputScaling, QuantiseRoundsHalfToEvenAndClamps) {

@@ -188,6 +188,49 @@ TEST(SearchCli, BadOptionsExitTwo) {
   expect_failure(dir, "search nothing.fil --dm-min 5 --dm-max 1", 2, "--dm-max");
 }
 
+// Issue 13: the real burst found by each dedispersion method (and by auto), the method and
+// auto's reasoning in the JSON record.
+TEST(SearchCli, EachDedispersionMethodFindsTheRealBurst) {
+  WB_REQUIRE_DATA("filterbank/burst_28.fil");
+  const auto fil = wbtest::data_file("filterbank/burst_28.fil");
+  for (const std::string method : {"subband", "fdmt", "auto"}) {
+    wbtest::TempDir dir;
+    const auto r = wbtest::run_cli("search '" + fil + "' --dedisp " + method + " --output '" +
+                                   dir.file("b.cand") + "' --json '" + dir.file("b.json") + "'");
+    SCOPED_TRACE(method);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto cands = io::read_cand(dir.file("b.cand"));
+    ASSERT_FALSE(cands.empty());
+    EXPECT_NEAR(cands[0].dm, 475.28, 10);  // the published DM and arrival time
+    EXPECT_NEAR(cands[0].time_s, 2.03, 0.01);
+    EXPECT_GE(cands[0].snr, 12);
+    for (std::size_t i = 1; i < cands.size(); ++i)
+      EXPECT_LT(cands[i].snr, 8);
+    const auto j = nlohmann::json::parse(wbtest::slurp(dir.file("b.json")));
+    EXPECT_EQ(j["parameters"]["dedisp"], method);
+    const std::string ran = j["parameters"]["run"]["dedisp_method"];
+    if (method == "auto") {
+      EXPECT_NE(j["parameters"]["run"]["dedisp_choice"].get<std::string>().find("modelled"),
+                std::string::npos);
+    } else {
+      EXPECT_EQ(ran, method);
+    }
+    EXPECT_NE(r.out.find(ran + " dedispersion"), std::string::npos) << r.out;
+  }
+}
+
+TEST(SearchCli, BadDedispersionSettingsExitTwo) {
+  wbtest::TempDir dir;
+  const std::string fil = "search '" + small_file(dir) + "'";  // 32 channels
+  expect_failure(dir, fil + " --dedisp fast", 2, "--dedisp");
+  expect_failure(dir, fil + " --dedisp subband --subbands 33", 2, "--subbands");
+  expect_failure(dir, fil + " --dedisp subband --subbands 4 --subband-dm-step 200", 2,
+                 "--subband-dm-step = 200 is refused: subband.coarse_dm_step = 200 pc cm^-3 is "
+                 "coarser");
+  expect_failure(dir, fil + " --dedisp subband --subband-dm-step -1", 2, "--subband-dm-step");
+  expect_failure(dir, fil + " --dedisp auto --dedisp-min-snr 2", 2, "--dedisp-min-snr");
+}
+
 TEST(SearchCli, SimulateFilterbank) {
   wbtest::TempDir dir;
   const std::string out = dir.file("sim.fil");
@@ -245,6 +288,20 @@ TEST(SearchCli, BenchDedispReportsThroughput) {
   EXPECT_GT(j["baseline"]["speedup"].get<double>(), 1);
   EXPECT_TRUE(j.contains("provenance"));
   EXPECT_EQ(wbtest::run_cli("bench dedisp --config D7").exit_code, 2);
+}
+
+// bench search --dedisp takes search's method names; anything else is a usage error (exit 2,
+// naming the option) before any file is simulated or any record written.
+TEST(SearchCli, BenchSearchRejectsABadDedispersionMethod) {
+  wbtest::TempDir dir;
+  for (const char* bad : {"fast", "", "FDMT"}) {
+    SCOPED_TRACE(bad);
+    const auto r = wbtest::run_cli(std::string("bench search --backend cpu --dedisp '") + bad +
+                                   "' --json '" + dir.file("b.json") + "'");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--dedisp"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("b.json")));
+  }
 }
 
 // An interrupted command (SIGINT, as Ctrl-C sends; SIGTERM alike) removes its temporary output

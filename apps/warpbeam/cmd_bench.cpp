@@ -27,10 +27,10 @@ void add_bench_beamform_command(CLI::App& app) {
       ->capture_default_str();
   add_backend_option(*cmd, o->backend);
   cmd->add_option("--algorithm", o->algorithm,
-                  "auto (every candidate), register-tiled, register-stream, tensor-core or "
-                  "cublas-fp16 (that one, and the round-1 baseline)")
-      ->check(CLI::IsMember(
-          {"auto", "register-tiled", "register-stream", "tensor-core", "cublas-fp16"}))
+                  "auto (every measured candidate), register-tiled, register-stream, "
+                  "tensor-core, cublas-fp16 or tensor-int8 (that one, and the round-1 baseline)")
+      ->check(CLI::IsMember({"auto", "register-tiled", "register-stream", "tensor-core",
+                             "cublas-fp16", "tensor-int8"}))
       ->capture_default_str();
   cmd->add_flag("--sweep", o->sweep,
                 "Try every tuning of every candidate (each verified); report the fastest");
@@ -137,6 +137,10 @@ void add_bench_search_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::Range(0, 4096));
   cmd->add_flag("--autotune", o->autotune, "CUDA: autotune the dedispersion kernel first");
+  cmd->add_option("--dedisp", o->dedisp,
+                  "Dedispersion method, as search --dedisp: brute, subband, fdmt or auto")
+      ->check(CLI::IsMember({"auto", "brute", "subband", "fdmt"}))
+      ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write the record as JSON to this file");
   cmd->callback([o] { bench::bench_search(*o); });
 }

@@ -25,7 +25,7 @@ namespace {
 
 struct SearchOptions {
   std::vector<std::string> paths;
-  std::string output, json, zap_chans, backend = "cpu", gpus;
+  std::string output, json, zap_chans, backend = "cpu", gpus, dedisp = "brute";
   search::FileSearchConfig config;
   search::RunOptions run;
   double memory_mib = 2048, gpu_memory_mib = 0;
@@ -109,6 +109,8 @@ void print_file(const dist::FileReport& f, const search::FileSearchConfig& c,
       searched, f.dms.size(), f.dms.front(), f.dms.back(), widest, c.boxcar_max, c.snr_min,
       run.at("gulps").get<std::int64_t>(), run.at("gulp").get<std::int64_t>(),
       run.at("backend").get<std::string>());
+  if (run.contains("dedisp_method"))
+    fmt::print(", {} dedispersion", run.at("dedisp_method").get<std::string>());
   if (r.files.size() == 1)
     fmt::print(" in {:.2f} s ({:.2f}x real time)", r.seconds, searched * h.tsamp / r.seconds);
   fmt::print("\n");
@@ -138,6 +140,7 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
   std::exception_ptr error;
   try {  // usage errors (exit 2) before any file is opened, on every rank alike
     apply_search_options(c, o.run, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
+    c.dedisp = search::parse_dedisp_method(o.dedisp);
     c.validate();
     o.run.validate();
     if (!o.json.empty() && o.paths.size() > 1)
@@ -294,6 +297,25 @@ void add_search_command(CLI::App& app) {
                   "CUDA: 2 overlaps gulp n+1's read, copy and RFI stage with gulp n's work; 1 "
                   "runs the gulps in turn")
       ->check(CLI::Range(1, 2))
+      ->capture_default_str();
+  cmd->add_option("--dedisp", o->dedisp,
+                  "Dedispersion: brute (force), subband (two-stage), fdmt (Zackay & Ofek), or "
+                  "auto: the fastest on the backend whose predicted S/N is at least "
+                  "--dedisp-min-snr of brute force's on every trial")
+      ->check(CLI::IsMember({"auto", "brute", "subband", "fdmt"}))
+      ->capture_default_str();
+  cmd->add_option("--dedisp-min-snr", c.dedisp_min_snr,
+                  "S/N bound (fraction of brute force's) of auto and of the sub-band grid")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--subbands", c.subbands,
+                  "subband: number of sub-bands, at most the channels (0: the fewest additions)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--subband-dm-step", c.subband_dm_step,
+                  "subband: a uniform coarse DM step (pc cm^-3; 0: the grid the smearing bound "
+                  "allows); refused when too coarse for the sub-bands")
+      ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   cmd->add_flag("--autotune", run.autotune,
                 "CUDA: time a few dedispersion kernels and tile sizes on the gulp's shape first "

@@ -49,7 +49,11 @@ inline constexpr FlagName kSearchFlags[] = {{"dm_min", "--dm-min"},
                                             {"device_memory_bytes", "--gpu-memory"},
                                             {"threads", "--threads"},
                                             {"device", "--device"},
-                                            {"gpu_streams", "--gpu-streams"}};
+                                            {"gpu_streams", "--gpu-streams"},
+                                            {"dedisp_min_snr", "--dedisp-min-snr"},
+                                            {"subband_dm_step", "--subband-dm-step"},
+                                            {"subbands", "--subbands"},
+                                            {"dedisp", "--dedisp"}};
 /// ... and those of pipeline::PipelineConfig.
 inline constexpr FlagName kPipelineFlags[] = {
     {"integration", "--integrate"}, {"devices", "--gpus"}, {"split", "--split"}};

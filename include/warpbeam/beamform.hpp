@@ -55,13 +55,22 @@ enum class Algorithm {
   tensor_core,      ///< fp16 tensor-core complex GEMM (mma.sync), unpack fused; CUDA only
   cublas_fp16,      ///< unpack to fp16, cuBLAS batched GEMM (fp16 in, fp32 accumulate), then a
                     ///< detection kernel; deterministic; CUDA only
+  tensor_int8,      ///< int8 tensor cores (mma.sync s8, exact int32 sums): ci4/ci8 voltages
+                    ///< expanded to s8 in the kernel, weights quantised to s8 with one scale per
+                    ///< channel and beam, detection (|v|^2, pol sum, integration in exact 64-bit
+                    ///< integers) in the epilogue; power only, integration dividing 64;
+                    ///< deterministic; CUDA only; not chosen by automatic until measured on the
+                    ///< H200. Error of the int8 weights: docs/PERFORMANCE.md, "int8 weights"
 };
 std::string_view to_string(Algorithm a);
-/// Parses "auto", "register-tiled", "register-stream", "tensor-core", "cublas-fp16"; throws
-/// invalid_argument otherwise.
+/// Parses "auto", "register-tiled", "register-stream", "tensor-core", "cublas-fp16",
+/// "tensor-int8"; throws invalid_argument otherwise.
 Algorithm parse_algorithm(std::string_view s);
 /// True for the variants with fp16 operands (weights rounded to fp16; tolerance 1e-2).
 bool uses_fp16(Algorithm a);
+/// True for the variants with int8 weights (tensor_int8: weights quantised to s8, one scale per
+/// channel and beam; see effective_weights()).
+bool uses_int8(Algorithm a);
 
 /// Tunables of the CUDA kernels; 0 means "the default measured on the H200".
 ///  register_tiled: a thread holds beams_per_thread x samples_per_thread complex accumulators
@@ -118,7 +127,8 @@ struct BeamformConfig {
 
 namespace detail {
 class Executor;
-}
+struct Int8Weights;
+}  // namespace detail
 
 /// A beamforming plan: weights and scratch for one shape; execute() allocates nothing.
 class BeamformPlan {
@@ -134,7 +144,7 @@ class BeamformPlan {
   Backend backend() const { return backend_; }
   /// The algorithm in use (never automatic): on CUDA cublas_fp16 when nbeams >= 128 and
   /// nantennas >= 64 (large N: the GEMM is big enough to feed the tensor cores), else
-  /// register_stream; register_tiled on the CPU.
+  /// register_stream (tensor_int8 only when asked for); register_tiled on the CPU.
   Algorithm algorithm() const { return algorithm_; }
   /// The CUDA tuning in use (defaults filled in; zeros on the CPU).
   CudaTuning tuning() const;
@@ -144,8 +154,8 @@ class BeamformPlan {
   /// Tracking beams call this once per block of samples. Throws invalid_argument on a shape
   /// mismatch or a non-finite weight.
   void set_weights(View<const std::complex<float>, 4> weights, const Stream* stream = nullptr);
-  /// The weights as the kernel applies them (rounded to fp16 for tensor_core and cublas_fp16),
-  /// same layout.
+  /// The weights as the kernel applies them (rounded to fp16 for tensor_core and cublas_fp16;
+  /// scale * q for tensor_int8, q in [-127, 127], one scale per channel and beam), same layout.
   const std::vector<std::complex<float>>& effective_weights() const { return weights_; }
 
   /// Beamforms one block. in: bytes [nchans][nsamples][row_bytes()]; out: float32
@@ -162,7 +172,9 @@ class BeamformPlan {
   CudaTuning tuning_;
   std::vector<float> table_;
   std::vector<std::complex<float>> weights_;
+  std::shared_ptr<detail::Int8Weights> int8_;  // tensor_int8: the quantised weights
   std::unique_ptr<detail::Executor> exec_;
+  void apply_weights(const Stream* stream);  // weights_ -> what the kernel applies -> exec_
 };
 
 // -------------------------------------------------------------------------------------------

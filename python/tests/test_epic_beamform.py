@@ -106,3 +106,17 @@ def test_beamformer_equals_numpy_weighted_sum():
         bf(volts[:, :10])
     with pytest.raises(ValueError, match="integration"):
         wb.Beamformer(w, nt, integration=7)
+
+
+def test_beamformer_algorithm_names():
+    """Every algorithm name parses: the CPU takes register-tiled (and auto), the CUDA-only ones
+    (tensor-int8 included) are refused for the CPU naming the backend, not as unknown names."""
+    w = np.ones((2, 1, 3, 4), dtype=np.complex64)
+    for name in ("auto", "register-tiled"):
+        bf = wb.Beamformer(w, 64, sample_type="ci4", algorithm=name, backend="cpu")
+        assert bf.algorithm == "register-tiled"
+    for name in ("register-stream", "tensor-core", "cublas-fp16", "tensor-int8"):
+        with pytest.raises(RuntimeError, match="needs the CUDA backend"):
+            wb.Beamformer(w, 64, sample_type="ci4", algorithm=name, backend="cpu")
+    with pytest.raises(ValueError, match="tensor-int8"):
+        wb.Beamformer(w, 64, sample_type="ci4", algorithm="fastest", backend="cpu")

@@ -59,7 +59,8 @@ class Beamformer:
     integration : int, default 1
         Samples summed into one output sample (power; divides nsamples).
     algorithm : str, default 'auto'
-        'auto', 'register-tiled', 'register-stream', 'tensor-core', 'cublas-fp16'.
+        'auto', 'register-tiled', 'register-stream', 'tensor-core', 'cublas-fp16',
+        'tensor-int8' (CUDA only; int8 weights, see docs/PERFORMANCE.md).
     backend : {'auto', 'cpu', 'cuda'}, default 'auto'
     device : int, optional
     threads : int, default 0

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "beamform/executor.hpp"
+#include "beamform/int8.hpp"
 #include "warpbeam/beamform.hpp"
 #include "warpbeam/format.hpp"
 
@@ -20,6 +21,8 @@ std::string_view to_string(Algorithm a) {
       return "tensor-core";
     case Algorithm::cublas_fp16:
       return "cublas-fp16";
+    case Algorithm::tensor_int8:
+      return "tensor-int8";
   }
   return "?";
 }
@@ -28,13 +31,17 @@ bool uses_fp16(Algorithm a) {
   return a == Algorithm::tensor_core || a == Algorithm::cublas_fp16;
 }
 
+bool uses_int8(Algorithm a) {
+  return a == Algorithm::tensor_int8;
+}
+
 Algorithm parse_algorithm(std::string_view s) {
   for (auto a : {Algorithm::automatic, Algorithm::register_tiled, Algorithm::register_stream,
-                 Algorithm::tensor_core, Algorithm::cublas_fp16})
+                 Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::tensor_int8})
     if (s == to_string(a)) return a;
   fail(ErrorCategory::invalid_argument,
        "algorithm '{}' is not one of auto, register-tiled, register-stream, tensor-core, "
-       "cublas-fp16",
+       "cublas-fp16, tensor-int8",
        s);
 }
 
@@ -164,11 +171,13 @@ float round_to_half(float v) {
 
 Algorithm pick_algorithm(const BeamformConfig& c, Backend b) {
   if (b == Backend::cpu) {
-    if (c.algorithm == Algorithm::register_stream || uses_fp16(c.algorithm))
+    if (c.algorithm == Algorithm::register_stream || uses_fp16(c.algorithm) ||
+        uses_int8(c.algorithm))
       fail(ErrorCategory::unsupported, "the {} beamformer needs the CUDA backend",
            to_string(c.algorithm));
     return Algorithm::register_tiled;
   }
+  if (c.algorithm == Algorithm::tensor_int8) detail::check_int8_config(c);
   // The hand-written tensor-core kernel forms power only, integrated over a power of two
   // dividing its 64-sample tile.
   const bool mma_ok = c.output == OutputKind::power && 64 % c.integration == 0;
@@ -178,6 +187,8 @@ Algorithm pick_algorithm(const BeamformConfig& c, Backend b) {
          "output, integration {}); cublas-fp16 forms every output",
          c.output == OutputKind::power ? "power" : "voltage", c.integration);
   if (c.algorithm != Algorithm::automatic) return c.algorithm;
+  // tensor_int8 is not a candidate until the H200 has measured it against these two (issue 17;
+  // bench/gpu-benchmarks.txt runs it on B1 and B2): a choice must come from a measurement.
   // Large N: enough beams and antennas for the GEMM tiles to be mostly full. Round 1 measured
   // the fp32 kernels at 13.5 TFLOP/s on B1 and 8.3 on B2, the hand-written MMA kernel at 40 on
   // B2; cuBLAS fp16 runs at 850 (docs/PERFORMANCE.md): cublas-fp16 for large N,
@@ -210,6 +221,9 @@ BeamformPlan::BeamformPlan(BeamformConfig config, Backend backend)
       case Algorithm::cublas_fp16:
         exec_ = detail::make_cublas_fp16_executor(data);
         break;
+      case Algorithm::tensor_int8:
+        exec_ = detail::make_tensor_int8_executor(data);
+        break;
       default:
         exec_ = detail::make_register_tiled_executor(data);
         break;
@@ -218,7 +232,7 @@ BeamformPlan::BeamformPlan(BeamformConfig config, Backend backend)
   } else {
     exec_ = detail::make_cpu_executor(data);
   }
-  exec_->set_weights(data, weights_.data(), nullptr);
+  apply_weights(nullptr);
 }
 
 BeamformPlan::~BeamformPlan() = default;
@@ -237,6 +251,10 @@ void BeamformPlan::set_weights(View<const std::complex<float>, 4> w, const Strea
       fail(ErrorCategory::invalid_argument, "weight {} is not finite", i);
     weights_[static_cast<std::size_t>(i)] = w.data[i];
   }
+  apply_weights(stream);
+}
+
+void BeamformPlan::apply_weights(const Stream* stream) {
   if (uses_fp16(algorithm_)) {
     // What the fp16 kernels apply: each component rounded to half precision (and clamped to
     // its range) in cuda_tensor_core.cu / cuda_cublas_fp16.cu; mirror the rounding here so a CPU
@@ -244,7 +262,14 @@ void BeamformPlan::set_weights(View<const std::complex<float>, 4> w, const Strea
     for (auto& x : weights_)
       x = {round_to_half(x.real()), round_to_half(x.imag())};
   }
-  const detail::PlanData data{config_, table_, tuning_};
+  detail::PlanData data{config_, table_, tuning_};
+  if (uses_int8(algorithm_)) {
+    // The int8 kernel applies scale * q (beamform/int8.hpp); it receives q and the scales, and
+    // effective_weights() are what it applies.
+    int8_ = std::make_shared<detail::Int8Weights>(detail::quantize_int8(config_, weights_.data()));
+    weights_ = detail::dequantize_int8(config_, *int8_);
+    data.int8 = int8_.get();
+  }
   exec_->set_weights(data, weights_.data(), stream);
 }
 

@@ -18,6 +18,10 @@ std::string to_string(Algorithm a) {
       return "tiled";
     case Algorithm::packed:
       return "packed";
+    case Algorithm::subband:
+      return "subband";
+    case Algorithm::fdmt:
+      return "fdmt";
   }
   return "unknown";
 }
@@ -27,8 +31,10 @@ Algorithm parse_algorithm(const std::string& name) {
   if (name == "direct") return Algorithm::direct;
   if (name == "tiled") return Algorithm::tiled;
   if (name == "packed") return Algorithm::packed;
-  fail(ErrorCategory::invalid_argument, "algorithm '{}' is not one of auto, direct, tiled, packed",
-       name);
+  if (name == "subband") return Algorithm::subband;
+  if (name == "fdmt") return Algorithm::fdmt;
+  fail(ErrorCategory::invalid_argument,
+       "algorithm '{}' is not one of auto, direct, tiled, packed, subband, fdmt", name);
 }
 
 void validate(const CudaTuning& t) {

@@ -18,8 +18,8 @@
 #include <cstring>
 #include <vector>
 
+#include "dedisp/cpu_common.hpp"
 #include "dedisp/executor.hpp"
-#include "warpbeam/unpack.hpp"
 
 namespace warpbeam::dedisp::detail {
 namespace {
@@ -28,51 +28,6 @@ namespace {
 // machine (AMD EPYC, 32 KiB L1d, 512 KiB L2 per core): see docs/PERFORMANCE.md.
 constexpr int kDefaultDmsPerTile = 16;
 constexpr int kDefaultSamplesPerTile = 1024;
-constexpr std::int64_t kUnpackRows = 64;  // time rows unpacked (then transposed) at a time
-
-int thread_count(const DedispersionConfig& c) {
-  return c.threads > 0 ? c.threads : omp_get_max_threads();
-}
-
-// Float buffer whose rows start on 64-byte boundaries.
-std::int64_t padded(std::int64_t n) {
-  return (n + 15) / 16 * 16;
-}
-
-// out[t] = s0[t] + ... over `nsrc` (1..4) source rows, added into the accumulator row.
-inline void accumulate(float* __restrict__ acc, const float* const* src, int nsrc, std::int64_t n) {
-  const float* __restrict__ a = src[0];
-  switch (nsrc) {
-    case 4: {
-      const float* __restrict__ b = src[1];
-      const float* __restrict__ c = src[2];
-      const float* __restrict__ d = src[3];
-#pragma omp simd
-      for (std::int64_t t = 0; t < n; ++t)
-        acc[t] += (a[t] + b[t]) + (c[t] + d[t]);
-      return;
-    }
-    case 3: {
-      const float* __restrict__ b = src[1];
-      const float* __restrict__ c = src[2];
-#pragma omp simd
-      for (std::int64_t t = 0; t < n; ++t)
-        acc[t] += (a[t] + b[t]) + c[t];
-      return;
-    }
-    case 2: {
-      const float* __restrict__ b = src[1];
-#pragma omp simd
-      for (std::int64_t t = 0; t < n; ++t)
-        acc[t] += a[t] + b[t];
-      return;
-    }
-    default:
-#pragma omp simd
-      for (std::int64_t t = 0; t < n; ++t)
-        acc[t] += a[t];
-  }
-}
 
 class CpuExecutor final : public Executor {
  public:
@@ -86,7 +41,7 @@ class CpuExecutor final : public Executor {
     for (std::int64_t d = 0; d < ndm; ++d)
       for (std::int64_t i = 0; i < nact; ++i)
         delays_[d * nact + i] = p.delays[d * c.nchans + active_[i]];
-    stride_ = padded(c.nsamples_in);
+    stride_ = padded_row(c.nsamples_in);
     scratch_.resize(static_cast<std::size_t>(std::max<std::int64_t>(nact, 1) * stride_));
     dms_per_tile_ = c.cpu_tuning.dms_per_tile > 0 ? c.cpu_tuning.dms_per_tile : kDefaultDmsPerTile;
     samples_per_tile_ =
@@ -94,36 +49,11 @@ class CpuExecutor final : public Executor {
   }
 
   void execute(const PlanData& p, const std::uint8_t* in, float* out, const Stream*) override {
-    unpack_transposed(p.config, in);
+    unpack_channel_major(p.config, in, active_, scratch_.data(), stride_);
     dedisperse(p, out);
   }
 
  private:
-  // scratch_[i][t] = sample t of active channel i, for t < nsamples_in.
-  void unpack_transposed(const DedispersionConfig& c, const std::uint8_t* in) {
-    const std::int64_t row = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
-    const std::int64_t nblocks = (c.nsamples_in + kUnpackRows - 1) / kUnpackRows;
-    const auto nact = static_cast<std::int64_t>(active_.size());
-#pragma omp parallel num_threads(thread_count(c))
-    {
-      std::vector<float> rows(static_cast<std::size_t>(kUnpackRows * c.nchans));
-#pragma omp for schedule(static)
-      for (std::int64_t b = 0; b < nblocks; ++b) {
-        const std::int64_t t0 = b * kUnpackRows;
-        const std::int64_t nt = std::min(kUnpackRows, c.nsamples_in - t0);
-        for (std::int64_t j = 0; j < nt; ++j)
-          unpack_samples(in + (t0 + j) * row, c.nbits, static_cast<std::size_t>(c.nchans),
-                         rows.data() + j * c.nchans, c.is_signed);
-        for (std::int64_t i = 0; i < nact; ++i) {
-          const float* src = rows.data() + active_[i];
-          float* dst = scratch_.data() + i * stride_ + t0;
-          for (std::int64_t j = 0; j < nt; ++j)
-            dst[j] = src[j * c.nchans];
-        }
-      }
-    }
-  }
-
   void dedisperse(const PlanData& p, float* out) const {
     const auto& c = p.config;
     const auto ndm = static_cast<std::int64_t>(c.dms.size());
@@ -133,7 +63,7 @@ class CpuExecutor final : public Executor {
     const std::int64_t D = dms_per_tile_;
     const std::int64_t ntime_blocks = (nt + T - 1) / T;
     const std::int64_t ndm_blocks = (ndm + D - 1) / D;
-#pragma omp parallel num_threads(thread_count(c))
+#pragma omp parallel num_threads(cpu_thread_count(c))
     for (std::int64_t tb = 0; tb < ntime_blocks; ++tb) {
       const std::int64_t t0 = tb * T;
       const std::int64_t n = std::min(T, nt - t0);
@@ -179,13 +109,15 @@ Workspace estimate_cpu_workspace(const DedispersionConfig& c) {
   std::int64_t nact = c.nchans;
   if (!c.killmask.empty()) nact = std::count(c.killmask.begin(), c.killmask.end(), 1);
   return {ndm * nact * static_cast<std::int64_t>(sizeof(std::int32_t)) +
-              std::max<std::int64_t>(nact, 1) * padded(c.nsamples_in) *
+              std::max<std::int64_t>(nact, 1) * padded_row(c.nsamples_in) *
                   static_cast<std::int64_t>(sizeof(float)),
           0};
 }
 
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan) {
   if (plan.config.algorithm == Algorithm::direct) return make_cpu_direct_executor(plan);
+  if (plan.config.algorithm == Algorithm::subband) return make_cpu_subband_executor(plan);
+  if (plan.config.algorithm == Algorithm::fdmt) return make_cpu_fdmt_executor(plan);
   return std::make_unique<CpuExecutor>(plan);
 }
 

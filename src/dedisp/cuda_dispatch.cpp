@@ -75,13 +75,13 @@ class CudaExecutor final : public Executor {
   }
 
   Algorithm algorithm(const PlanData&) const override { return algorithm_; }
+  CudaTuning tuning(const PlanData&) const override {
+    return algorithm_ == Algorithm::direct ? CudaTuning{} : geo_.tuning();
+  }
   Workspace workspace() const override {
     return {0, static_cast<std::int64_t>(delays_.bytes() + killmask_.bytes() + words_.bytes() +
                                          compact_.bytes() + base_.bytes() + span_.bytes() +
                                          chan_row_.bytes() + scratch_.bytes())};
-  }
-  CudaTuning tuning(const PlanData&) const override {
-    return algorithm_ == Algorithm::direct ? CudaTuning{} : geo_.tuning();
   }
   std::string description(const PlanData&) const override {
     if (algorithm_ == Algorithm::direct)
@@ -234,6 +234,8 @@ class CudaExecutor final : public Executor {
 }  // namespace
 
 std::unique_ptr<Executor> make_cuda_executor(const PlanData& plan) {
+  if (plan.config.algorithm == Algorithm::subband) return make_cuda_subband_executor(plan);
+  if (plan.config.algorithm == Algorithm::fdmt) return make_cuda_fdmt_executor(plan);
   return std::make_unique<CudaExecutor>(plan);
 }
 

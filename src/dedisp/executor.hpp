@@ -1,6 +1,7 @@
 #pragma once
-// Internal: the kernel behind a DedispersionPlan. One implementation per backend (cpu_tiled.cpp,
-// cuda_dispatch.cpp); plan.cpp picks one. Each gets the validated config and the delay table.
+// Internal: the kernel behind a DedispersionPlan. One implementation per backend and method
+// (cpu_tiled.cpp, cpu_subband.cpp, cpu_fdmt.cpp, cuda_dispatch.cpp, cuda_subband.cpp,
+// cuda_fdmt.cpp); plan.cpp picks one. Each gets the validated config and the delay table.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,11 +12,14 @@
 
 namespace warpbeam::dedisp::detail {
 
+struct MethodTables;
+
 struct PlanData {
   const DedispersionConfig& config;
-  const std::vector<std::int32_t>& delays;  // [ndm][nchans]
+  const std::vector<std::int32_t>& delays;  // [ndm][nchans] (brute force)
   std::int32_t max_delay;
   std::int64_t nsamples_out;
+  const MethodTables* tables = nullptr;  // the subband / fdmt tables (method_tables.hpp)
 };
 
 class Executor {
@@ -55,7 +59,13 @@ Workspace estimate_cuda_workspace(const DedispersionConfig& config);
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
 /// The untiled CPU loop (cpu_direct.cpp): Algorithm::direct on the CPU, the benchmark baseline.
 std::unique_ptr<Executor> make_cpu_direct_executor(const PlanData& plan);
+/// Algorithm::subband and Algorithm::fdmt on the CPU (cpu_subband.cpp, cpu_fdmt.cpp).
+std::unique_ptr<Executor> make_cpu_subband_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_cpu_fdmt_executor(const PlanData& plan);
 /// Defined in cuda_dispatch.cpp; in a build without CUDA, plan.cpp never calls it.
 std::unique_ptr<Executor> make_cuda_executor(const PlanData& plan);
+/// Algorithm::subband and Algorithm::fdmt on CUDA (cuda_subband.cpp, cuda_fdmt.cpp).
+std::unique_ptr<Executor> make_cuda_subband_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_cuda_fdmt_executor(const PlanData& plan);
 
 }  // namespace warpbeam::dedisp::detail

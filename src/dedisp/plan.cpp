@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "dedisp/executor.hpp"
+#include "dedisp/method_tables.hpp"
 #include "warpbeam/dedisp.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/unpack.hpp"
@@ -39,6 +40,42 @@ void DedispersionConfig::validate() const {
   require_range("threads", threads, 0, 4096);
   require_range("cpu_tuning.dms_per_tile", cpu_tuning.dms_per_tile, 0, 4096);
   require_range("cpu_tuning.samples_per_tile", cpu_tuning.samples_per_tile, 0, 1 << 20);
+  if (subband.subbands < 0 || subband.subbands > nchans)
+    fail(ErrorCategory::invalid_argument,
+         "subband.subbands = {} must be 0 (automatic) or 1 .. {} (no more sub-bands than channels)",
+         subband.subbands, nchans);
+  if (!(subband.coarse_dm_step >= 0) || !std::isfinite(subband.coarse_dm_step))
+    fail(ErrorCategory::invalid_argument,
+         "subband.coarse_dm_step = {} pc cm^-3 must be >= 0 (0: automatic)",
+         subband.coarse_dm_step);
+  if (!(subband.smearing > 0 && subband.smearing <= 4))
+    fail(ErrorCategory::invalid_argument,
+         "subband.smearing = {} is outside the allowed range (0, 4] (a fraction of the width)",
+         subband.smearing);
+  if (!(subband.min_snr_fraction >= 0 && subband.min_snr_fraction <= 1))
+    fail(ErrorCategory::invalid_argument,
+         "subband.min_snr_fraction = {} is outside the allowed range [0, 1]",
+         subband.min_snr_fraction);
+  require_range("subband.phases", subband.phases, 0, 4);
+  if (!subband.trial_coarse_dms.empty() || !subband.trial_phases.empty()) {
+    if (subband.trial_coarse_dms.size() != dms.size() || subband.trial_phases.size() != dms.size())
+      fail(ErrorCategory::invalid_argument,
+           "subband.trial_coarse_dms and trial_phases have {} and {} entries for {} DM trials",
+           subband.trial_coarse_dms.size(), subband.trial_phases.size(), dms.size());
+    if (subband.subbands < 1 || subband.coarse_dm_step != 0)
+      fail(ErrorCategory::invalid_argument,
+           "an explicit sub-band grid needs subband.subbands > 0 and coarse_dm_step 0");
+    for (std::size_t i = 0; i < dms.size(); ++i) {
+      const float dm = subband.trial_coarse_dms[i];
+      if (!(dm >= 0) || !std::isfinite(dm))
+        fail(ErrorCategory::invalid_argument, "subband.trial_coarse_dms[{}] = {} must be >= 0", i,
+             dm);
+      require_range("subband.trial_phases", subband.trial_phases[i], 1, 4);
+    }
+  }
+  if (!(pulse_width_us > 0) || !std::isfinite(pulse_width_us))
+    fail(ErrorCategory::invalid_argument, "pulse_width_us = {} must be > 0", pulse_width_us);
+  require_range("fdmt.block", fdmt.block, std::int64_t{0}, std::int64_t{1} << 30);
   if (channel_major) {
     if (nbits != 32)
       fail(ErrorCategory::invalid_argument,
@@ -46,8 +83,10 @@ void DedispersionConfig::validate() const {
     if (std::count(killmask.begin(), killmask.end(), 0) > 0)
       fail(ErrorCategory::invalid_argument,
            "channel_major input takes no killmask: zero the zapped channels' rows instead");
-    if (algorithm != Algorithm::automatic && algorithm != Algorithm::tiled)
-      fail(ErrorCategory::invalid_argument, "channel_major input runs the tiled kernel, not {}",
+    if (algorithm != Algorithm::automatic && algorithm != Algorithm::tiled &&
+        algorithm != Algorithm::subband && algorithm != Algorithm::fdmt)
+      fail(ErrorCategory::invalid_argument,
+           "channel_major input runs the tiled kernel, subband or fdmt, not {}",
            to_string(algorithm));
   }
 }
@@ -75,7 +114,9 @@ DedispersionPlan::DedispersionPlan(DedispersionConfig config, Backend backend)
     fail(ErrorCategory::invalid_argument,
          "nsamples_in = {} must exceed the largest delay, {} samples (DM {})", config_.nsamples_in,
          max_delay_, config_.dms.back());
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  tables_ = std::make_shared<const detail::MethodTables>(
+      detail::make_method_tables(config_, backend_, delays_, nsamples_out()));
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   if (backend_ == Backend::cuda) {
 #ifdef WARPBEAM_HAVE_CUDA
     exec_ = detail::make_cuda_executor(data);
@@ -101,7 +142,7 @@ void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<float, 2> ou
   if (config_.channel_major)
     fail(ErrorCategory::invalid_argument,
          "this plan takes channel-major float32 input: call execute_channel_major()");
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   exec_->execute(data, in.data, out.data, stream);
 }
 
@@ -122,7 +163,7 @@ void DedispersionPlan::execute_channel_major(View<const float, 2> in, View<float
          in.shape[0], in.shape[1], in.strides[0], in.strides[1], config_.nchans,
          config_.nsamples_in, config_.nsamples_in);
   require_view(out, {ndms(), nsamples_out()}, Space::device, "dedispersion output");
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   exec_->execute_channel_major(data, in.data, in.strides[0], out.data, stream);
 }
 
@@ -155,35 +196,66 @@ void execute_quantised(const DedispersionPlan& plan, detail::Executor& exec,
 
 void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<std::uint8_t, 2> out,
                                const OutputScaling& scaling, const Stream* stream) const {
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   execute_quantised(*this, *exec_, data, in, out, scaling, stream);
 }
 
 void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<std::uint16_t, 2> out,
                                const OutputScaling& scaling, const Stream* stream) const {
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out()};
+  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   execute_quantised(*this, *exec_, data, in, out, scaling, stream);
 }
 
 Algorithm DedispersionPlan::algorithm() const {
-  return exec_->algorithm({config_, delays_, max_delay_, nsamples_out()});
+  return exec_->algorithm({config_, delays_, max_delay_, nsamples_out(), tables_.get()});
 }
 
 CudaTuning DedispersionPlan::tuning() const {
-  return exec_->tuning({config_, delays_, max_delay_, nsamples_out()});
+  return exec_->tuning({config_, delays_, max_delay_, nsamples_out(), tables_.get()});
+}
+
+std::string DedispersionPlan::kernel_description() const {
+  return exec_->description({config_, delays_, max_delay_, nsamples_out(), tables_.get()});
+}
+
+const TrialReport& DedispersionPlan::trials() const {
+  return tables_->report;
 }
 
 Workspace DedispersionPlan::workspace() const {
-  return exec_->workspace();
+  Workspace w = exec_->workspace();
+  w.host_bytes += detail::method_table_bytes(*tables_);
+  return w;
+}
+
+PlanPreview DedispersionPlan::preview(const DedispersionConfig& config, Backend backend) {
+  config.validate();
+  const Backend b = resolve_backend(backend);
+  const auto delays = delay_table(config);
+  const std::int32_t max_delay =
+      delays.empty() ? 0 : *std::max_element(delays.begin(), delays.end());
+  if (config.nsamples_in <= max_delay)
+    fail(ErrorCategory::invalid_argument,
+         "nsamples_in = {} must exceed the largest delay, {} samples (DM {})", config.nsamples_in,
+         max_delay, config.dms.back());
+  const std::int64_t nout = config.nsamples_in - max_delay;
+  detail::MethodTables t = detail::make_method_tables(config, b, delays, nout);
+  PlanPreview p;
+  p.operations = detail::count_operations(config, t, nout);
+  p.workspace = detail::estimate_method_workspace(config, b, t, nout);
+  p.trials = std::move(t.report);
+  return p;
 }
 
 Workspace DedispersionPlan::estimate_workspace(const DedispersionConfig& config, Backend backend) {
+  if (config.algorithm == Algorithm::subband || config.algorithm == Algorithm::fdmt)
+    return preview(config, backend).workspace;  // the tables decide the buffers
   return resolve_backend(backend) == Backend::cuda ? detail::estimate_cuda_workspace(config)
                                                    : detail::estimate_cpu_workspace(config);
 }
 
-std::string DedispersionPlan::kernel_description() const {
-  return exec_->description({config_, delays_, max_delay_, nsamples_out()});
+OperationCount DedispersionPlan::operations() const {
+  return detail::count_operations(config_, *tables_, nsamples_out());
 }
 
 }  // namespace warpbeam::dedisp

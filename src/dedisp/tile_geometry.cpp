@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "dedisp/executor.hpp"
 #include "warpbeam/format.hpp"
@@ -35,14 +36,27 @@ std::vector<std::int32_t> compact_delays(const std::vector<std::int32_t>& delays
   return out;
 }
 
+// The smallest and largest delay of channel k over DMs [d0, d1] (for delays that grow with DM,
+// the first and the last; the sub-band stage-1 tables may step back by one sample).
+static std::pair<std::int32_t, std::int32_t> tile_range(const std::vector<std::int32_t>& compact,
+                                                        int nused, int d0, int d1, int k) {
+  std::int32_t lo = INT32_MAX, hi = INT32_MIN;
+  for (int d = d0; d <= d1; ++d) {
+    const auto v = compact[static_cast<std::size_t>(d) * nused + k];
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  return {lo, hi};
+}
+
 int max_tile_span(const std::vector<std::int32_t>& compact, int ndm, int nused, int bd) {
   int best = 0;
   for (int d0 = 0; d0 < ndm; d0 += bd) {
     const int d1 = std::min(ndm, d0 + bd) - 1;
-    const auto* a = compact.data() + static_cast<std::size_t>(d0) * nused;
-    const auto* b = compact.data() + static_cast<std::size_t>(d1) * nused;
-    for (int k = 0; k < nused; ++k)
-      best = std::max(best, b[k] - a[k]);
+    for (int k = 0; k < nused; ++k) {
+      const auto [lo, hi] = tile_range(compact, nused, d0, d1, k);
+      best = std::max(best, hi - lo);
+    }
   }
   return best;
 }
@@ -55,8 +69,7 @@ void tile_tables(const std::vector<std::int32_t>& compact, int ndm, int nused, i
   for (int t = 0; t < ntiles; ++t) {
     const int d0 = t * bd, d1 = std::min(ndm, d0 + bd) - 1;
     for (int k = 0; k < nused; ++k) {
-      const auto lo = compact[static_cast<std::size_t>(d0) * nused + k];
-      const auto hi = compact[static_cast<std::size_t>(d1) * nused + k];
+      const auto [lo, hi] = tile_range(compact, nused, d0, d1, k);
       base[static_cast<std::size_t>(t) * nused + k] = lo;
       span[static_cast<std::size_t>(t) * nused + k] = hi - lo;
     }

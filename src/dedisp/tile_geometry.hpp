@@ -49,11 +49,13 @@ std::vector<int> used_channels(const DedispersionConfig& config);
 std::vector<std::int32_t> compact_delays(const std::vector<std::int32_t>& delays, int ndm,
                                          int nchans, const std::vector<int>& used);
 
-/// The largest span D(last, k) - D(first, k) over all tiles of `bd` DMs and channels k.
+/// The largest span (largest - smallest delay of a channel within a tile) over all tiles of `bd`
+/// DMs and channels k.
 int max_tile_span(const std::vector<std::int32_t>& compact, int ndm, int nused, int bd);
 
-/// Per tile of `bd` DMs and per used channel: base = D(first DM of the tile, k) and span =
-/// D(last valid DM of the tile, k) - base. Both [ndm_tiles][nused].
+/// Per tile of `bd` DMs and per used channel: base = the smallest delay of channel k over the
+/// tile's DMs and span = the largest - base (for delays that grow with DM: the first and the
+/// last valid DM's). Both [ndm_tiles][nused].
 void tile_tables(const std::vector<std::int32_t>& compact, int ndm, int nused, int bd,
                  std::vector<std::int32_t>& base, std::vector<std::int32_t>& span);
 

@@ -9,6 +9,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "search/gulp_searcher.hpp"
 #include "warpbeam/format.hpp"
@@ -21,7 +22,35 @@ namespace {
 
 constexpr float kMinRms = 1e-2f;  // channels have unit sigma: a real trial has sigma >= ~1
 
+// Field by field, the larger of two workspaces.
+Workspace larger(const Workspace& a, const Workspace& b) {
+  return {std::max(a.host_bytes, b.host_bytes), std::max(a.device_bytes, b.device_bytes)};
+}
+
 }  // namespace
+
+std::string to_string(DedispMethod m) {
+  switch (m) {
+    case DedispMethod::automatic:
+      return "auto";
+    case DedispMethod::brute:
+      return "brute";
+    case DedispMethod::subband:
+      return "subband";
+    case DedispMethod::fdmt:
+      return "fdmt";
+  }
+  return "unknown";
+}
+
+DedispMethod parse_dedisp_method(const std::string& name) {
+  if (name == "auto" || name == "automatic") return DedispMethod::automatic;
+  if (name == "brute") return DedispMethod::brute;
+  if (name == "subband") return DedispMethod::subband;
+  if (name == "fdmt") return DedispMethod::fdmt;
+  fail(ErrorCategory::invalid_argument, "dedisp = {} is not one of auto, brute, subband, fdmt",
+       name);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Parameters and results
@@ -48,6 +77,16 @@ void FileSearchConfig::validate() const {
     fail(ErrorCategory::invalid_argument, "zap_sigma = {} must be >= 0", zap_sigma);
   cluster.validate();
   require_range("beam", beam, 0, 1 << 30);
+  if (dedisp != DedispMethod::automatic && dedisp != DedispMethod::brute &&
+      dedisp != DedispMethod::subband && dedisp != DedispMethod::fdmt)
+    fail(ErrorCategory::invalid_argument, "dedisp = {} is not a DedispMethod",
+         static_cast<int>(dedisp));
+  if (!(dedisp_min_snr > 0 && dedisp_min_snr <= 1))
+    fail(ErrorCategory::invalid_argument, "dedisp_min_snr = {} must be in (0, 1]", dedisp_min_snr);
+  require_range("subbands", subbands, 0, 1 << 20);
+  if (!(subband_dm_step >= 0) || !std::isfinite(subband_dm_step))
+    fail(ErrorCategory::invalid_argument, "subband_dm_step = {} must be >= 0 (0: automatic)",
+         subband_dm_step);
 }
 
 nlohmann::json FileSearchConfig::to_json() const {
@@ -65,7 +104,11 @@ nlohmann::json FileSearchConfig::to_json() const {
            {{"time_tol", cluster.time_tol},
             {"filter_tol", cluster.filter_tol},
             {"dm_tol", cluster.dm_tol}}},
-          {"beam", beam}};
+          {"beam", beam},
+          {"dedisp", to_string(dedisp)},
+          {"dedisp_min_snr", dedisp_min_snr},
+          {"subbands", subbands},
+          {"subband_dm_step", subband_dm_step}};
 }
 
 void RunOptions::validate() const {
@@ -91,6 +134,8 @@ nlohmann::json RunOptions::to_json() const {
 
 nlohmann::json SearchResult::to_json() const {
   return {{"backend", backend},
+          {"dedisp_method", dedisp_method},
+          {"dedisp_choice", dedisp_choice},
           {"ndms", dms.size()},
           {"dm_first", dms.empty() ? 0.f : dms.front()},
           {"dm_last", dms.empty() ? 0.f : dms.back()},
@@ -175,8 +220,9 @@ FileSearchPlan::FileSearchPlan(FileSearchConfig config, RunOptions options,
   const bool cuda = backend_ == Backend::cuda;
   const std::int64_t device_budget = cuda ? device_memory_budget(o) : 0;
   const int lanes = cuda ? o.gpu_streams : 1;
-  auto need = [&](std::int64_t len, std::int64_t chunk) {
-    return GulpSearcher::estimate(h, backend_, len, max_delay_, chunk, threads_, lanes);
+  auto need = [&](std::int64_t len, std::int64_t chunk, const Workspace* method_plan = nullptr) {
+    return GulpSearcher::estimate(h, backend_, len, max_delay_, chunk, threads_, lanes,
+                                  method_plan);
   };
   auto fits = [&](const Workspace& w) {
     return w.host_bytes <= o.memory_bytes && (!cuda || w.device_bytes <= device_budget);
@@ -205,11 +251,101 @@ FileSearchPlan::FileSearchPlan(FileSearchConfig config, RunOptions options,
          host_short ? "host" : "device", h.nchans, max_delay_, len,
          host_short ? "memory_bytes" : "device_memory_bytes");
   }
+  // The dedispersion method, then its plans' own buffers (stage-1 series, FDMT levels): the
+  // largest chunk's plan, one per CPU searcher and CUDA lane, must fit beside the rest.
+  choose_dedisp_method(len);
+  std::optional<Workspace> method_plan;
+  while (dedisp_algorithm_ != dedisp::Algorithm::automatic) {
+    Workspace worst;
+    for (std::int64_t d0 = 0; d0 < ndm; d0 += chunk)
+      worst = larger(worst, dedisp::DedispersionPlan::estimate_workspace(
+                                dedispersion_config(d0, std::min(ndm, d0 + chunk), len), backend_));
+    const Workspace total = need(len, chunk, &worst);
+    if (fits(total)) {
+      method_plan = worst;
+      break;
+    }
+    if (chunk > 1) {
+      chunk = std::max<std::int64_t>(1, chunk / 2);
+      continue;
+    }
+    const bool host_short = total.host_bytes > o.memory_bytes;
+    const std::string why = fmt::format(
+        "the {} plan of one DM trial needs {} MiB of {} memory beside the gulp's buffers",
+        dedisp::to_string(dedisp_algorithm_),
+        (host_short ? worst.host_bytes : worst.device_bytes) >> 20, host_short ? "host" : "device");
+    if (config_.dedisp != DedispMethod::automatic)
+      fail(ErrorCategory::invalid_argument, "searching '{}' with dedisp = {}: {}: raise {}", name_,
+           to_string(config_.dedisp), why, host_short ? "memory_bytes" : "device_memory_bytes");
+    dedisp_choice_ += fmt::format("; {}: brute force instead", why);
+    dedisp_algorithm_ = dedisp::Algorithm::automatic;
+    chunk =
+        std::min(ndm, most(o.memory_bytes, fixed.host_bytes, one.host_bytes - fixed.host_bytes));
+    if (cuda)
+      chunk = std::min(
+          chunk, most(device_budget, fixed.device_bytes, one.device_bytes - fixed.device_bytes));
+  }
   gulp_ = gulp;
   gulps_ = (nout_ + gulp - 1) / gulp;
   chunk_ = chunk;
   plane_len_ = len;
-  workspace_ = need(len, chunk);
+  workspace_ = need(len, chunk, method_plan ? &*method_plan : nullptr);
+}
+
+void FileSearchPlan::choose_dedisp_method(std::int64_t len) {
+  const FileSearchConfig& c = config_;
+  subband_ = {};
+  subband_.subbands = c.subbands;
+  subband_.coarse_dm_step = c.subband_dm_step;
+  subband_.min_snr_fraction = c.dedisp_min_snr;
+  dedisp_algorithm_ = dedisp::Algorithm::automatic;
+  if (c.dedisp == DedispMethod::brute) return;
+  dedisp::TrialReport subband_trials;  // the whole list's sub-band plan, when chosen
+  if (c.subbands > header_.nchans)
+    fail(ErrorCategory::invalid_argument, "subbands = {} is more than the {} channels of '{}'",
+         c.subbands, header_.nchans, name_);
+  // The whole DM list on the longest plane, without the killmask (as the methods run).
+  dedisp::DedispersionConfig all = dedispersion_config(0, ndms(), len);
+  all.killmask.clear();
+  switch (c.dedisp) {
+    case DedispMethod::subband:
+      dedisp_algorithm_ = dedisp::Algorithm::subband;
+      break;
+    case DedispMethod::fdmt:
+      dedisp_algorithm_ = dedisp::Algorithm::fdmt;
+      break;
+    default: {
+      auto choice = dedisp::select_algorithm(all, backend_, c.dedisp_min_snr);
+      dedisp_algorithm_ = choice.algorithm;
+      dedisp_choice_ = choice.reason;
+      if (dedisp_algorithm_ == dedisp::Algorithm::subband)
+        subband_trials = std::move(choice.subband_trials);
+    }
+  }
+  if (dedisp_algorithm_ != dedisp::Algorithm::subband) return;
+  // One grid for the whole list, given to every chunk (SubbandConfig::trial_coarse_dms). A
+  // setting the smearing bound refuses fails here, naming the option.
+  all.algorithm = dedisp::Algorithm::subband;
+  dedisp::TrialReport& r = subband_trials;
+  try {
+    if (r.coarse_dms.empty()) r = dedisp::DedispersionPlan::preview(all, backend_).trials;
+  } catch (const Error& e) {
+    if (e.category() != ErrorCategory::invalid_argument) throw;
+    if (c.subband_dm_step > 0)
+      fail(ErrorCategory::invalid_argument, "subband_dm_step = {} is refused: {}",
+           c.subband_dm_step, e.what());
+    fail(ErrorCategory::invalid_argument, "dedisp = subband is refused for '{}': {}", name_,
+         e.what());
+  }
+  subband_.subbands = r.subbands;
+  subband_.coarse_dm_step = 0;
+  subband_.trial_coarse_dms.resize(r.dms.size());
+  subband_.trial_phases.resize(r.dms.size());
+  for (std::size_t i = 0; i < r.dms.size(); ++i) {
+    const auto j = static_cast<std::size_t>(r.coarse_trial[i]);
+    subband_.trial_coarse_dms[i] = r.coarse_dms[j];
+    subband_.trial_phases[i] = r.coarse_phases[j];
+  }
 }
 
 std::int32_t FileSearchPlan::trial_max_delay(std::int64_t d) const {
@@ -243,13 +379,24 @@ dedisp::DedispersionConfig FileSearchPlan::dedispersion_config(std::int64_t d0, 
   c.tsamp_s = header_.tsamp;
   c.nbits = 32;  // the cleaned gulp is float32
   c.threads = options_.threads;
+  c.pulse_width_us = config_.pulse_width_us;
+  c.algorithm = dedisp_algorithm_;
+  c.subband = subband_;
+  c.subband.trial_coarse_dms.clear();
+  c.subband.trial_phases.clear();
   if (backend_ == Backend::cuda)
     c.channel_major = true;  // cleaned on the GPU into channel rows; zapped rows are zeros
-  else
-    c.killmask = config_.zap.use_flags(header_.nchans);
+  else if (dedisp_algorithm_ == dedisp::Algorithm::automatic)
+    c.killmask = config_.zap.use_flags(header_.nchans);  // brute force skips them
   if (d1 > d0) {
     c.dms.assign(dms_.begin() + d0, dms_.begin() + d1);
     c.nsamples_in = len + trial_max_delay(d1 - 1);
+    if (!subband_.trial_coarse_dms.empty()) {
+      c.subband.trial_coarse_dms.assign(subband_.trial_coarse_dms.begin() + d0,
+                                        subband_.trial_coarse_dms.begin() + d1);
+      c.subband.trial_phases.assign(subband_.trial_phases.begin() + d0,
+                                    subband_.trial_phases.begin() + d1);
+    }
   }
   return c;
 }

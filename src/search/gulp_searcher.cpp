@@ -16,7 +16,8 @@ std::unique_ptr<GulpSearcher> make_cuda_gulp_searcher(const FileSearchPlan& plan
                                                       std::int64_t dm_begin, std::int64_t dm_end,
                                                       int device, bool host_input);
 Workspace estimate_cuda_gulp_searcher(const io::FilterbankHeader& h, std::int64_t plane_len,
-                                      std::int32_t max_delay, std::int64_t chunk, int lanes);
+                                      std::int32_t max_delay, std::int64_t chunk, int lanes,
+                                      const Workspace* method_plan);
 
 void StageTimes::report_to(SearchResult& r) const {
   r.seconds_read = read;
@@ -40,9 +41,9 @@ std::unique_ptr<GulpSearcher> GulpSearcher::make(const FileSearchPlan& plan, std
 
 Workspace GulpSearcher::estimate(const io::FilterbankHeader& h, Backend backend,
                                  std::int64_t plane_len, std::int32_t max_delay, std::int64_t chunk,
-                                 int threads, int lanes) {
+                                 int threads, int lanes, const Workspace* method_plan) {
   if (backend == Backend::cuda)
-    return estimate_cuda_gulp_searcher(h, plane_len, max_delay, chunk, lanes);
+    return estimate_cuda_gulp_searcher(h, plane_len, max_delay, chunk, lanes, method_plan);
   // The CPU searcher (gulp_searcher_cpu.cpp): the packed rows, the cleaned float32 rows and
   // their RFI scratch, the plane of one chunk, and the plans of one chunk.
   const std::int64_t rows = plane_len + max_delay;
@@ -51,13 +52,17 @@ Workspace GulpSearcher::estimate(const io::FilterbankHeader& h, Backend backend,
                  rows * h.nchans * static_cast<std::int64_t>(sizeof(float)) +
                  chunk * plane_len * static_cast<std::int64_t>(sizeof(float));
   w += clean_filterbank_workspace(rows, threads);
-  dedisp::DedispersionConfig dc;
-  dc.nchans = h.nchans;
-  dc.nbits = 32;
-  dc.dms.assign(static_cast<std::size_t>(chunk), 0.f);
-  dc.nsamples_in = rows;
-  dc.threads = threads;
-  w += dedisp::DedispersionPlan::estimate_workspace(dc, Backend::cpu);
+  if (method_plan) {
+    w += *method_plan;
+  } else {
+    dedisp::DedispersionConfig dc;
+    dc.nchans = h.nchans;
+    dc.nbits = 32;
+    dc.dms.assign(static_cast<std::size_t>(chunk), 0.f);
+    dc.nsamples_in = rows;
+    dc.threads = threads;
+    w += dedisp::DedispersionPlan::estimate_workspace(dc, Backend::cpu);
+  }
   SearchConfig sc;
   sc.ndms = chunk;
   sc.nsamples = plane_len;
@@ -128,6 +133,10 @@ SearchResult planned_result(const FileSearchPlan& plan) {
   res.device_memory_bytes = plan.workspace().device_bytes;
   res.min_channels_kept = plan.header().nchans;
   res.widest_boxcar = widest_boxcar(plan.search_config(0, 0, 0), plan.plane_samples(), 0);
+  res.dedisp_method = plan.dedisp_algorithm() == dedisp::Algorithm::subband ? "subband"
+                      : plan.dedisp_algorithm() == dedisp::Algorithm::fdmt  ? "fdmt"
+                                                                            : "brute";
+  res.dedisp_choice = plan.dedisp_choice();
   return res;
 }
 
@@ -137,7 +146,7 @@ std::unique_ptr<GulpSearcher> make_cuda_gulp_searcher(const FileSearchPlan&, std
   fail(ErrorCategory::unsupported, "this warpbeam build has no CUDA backend");
 }
 Workspace estimate_cuda_gulp_searcher(const io::FilterbankHeader&, std::int64_t, std::int32_t,
-                                      std::int64_t, int) {
+                                      std::int64_t, int, const Workspace*) {
   fail(ErrorCategory::unsupported, "this warpbeam build has no CUDA backend");
 }
 std::int64_t device_memory_budget(const RunOptions&) {

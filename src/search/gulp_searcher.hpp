@@ -18,7 +18,9 @@
 //         loader's host rows) or put there by the loader (device rows, e.g. the pipeline's beam
 //         buffer), unpacked and corner-turned, their statistics come back, the host decides the
 //         zapping (clean_filterbank()'s rules), and the cleaning, the dedispersion of each chunk
-//         (channel-major) and the search are enqueued; the peaks of gulp n - 1 are collected
+//         (channel-major; brute-force plans are shared by the lanes, a sub-band or FDMT plan
+//         holds buffers and is the lane's own) and the search are enqueued; the peaks of gulp
+//         n - 1 are collected
 //         while gulp n runs. So the host's read of gulp n + 1 and its RFI stage overlap gulp n's
 //         dedispersion and search.
 #include <cstdint>
@@ -80,10 +82,13 @@ class GulpSearcher {
                                             bool host_input = true);
   /// The memory a searcher of `chunk` DM trials per plane, planes of up to `plane_len` samples,
   /// holds on `backend` (the plan's budget is computed from this): its buffers plus the
-  /// dedispersion and search plans' workspace reports. Linear in `chunk`.
+  /// dedispersion and search plans' workspace reports. Brute force (`method_plan` null): linear
+  /// in `chunk`. subband / fdmt: `method_plan` is the estimate_workspace() of the largest
+  /// chunk's dedispersion plan, which the CPU searcher holds once and the CUDA one per lane
+  /// (their buffers cannot be shared by two streams).
   static Workspace estimate(const io::FilterbankHeader& header, Backend backend,
                             std::int64_t plane_len, std::int32_t max_delay, std::int64_t chunk,
-                            int threads, int lanes);
+                            int threads, int lanes, const Workspace* method_plan = nullptr);
 
   virtual ~GulpSearcher() = default;
   /// Searches gulp `gulp` (plan.gulp_range(gulp); `rows` input rows from its p0: plane + max

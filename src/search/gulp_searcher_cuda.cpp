@@ -16,9 +16,11 @@
 //         then read gulp n+1 while the GPU works on gulp n.
 // So the read and copy of gulp n+1 and its RFI stage overlap the dedispersion and search of gulp
 // n, and the host holds at most two gulps. With one lane each gulp is finished before the next
-// is read: the reference the tests compare the overlapped pipeline with. The dedispersion plans
-// (channel-major plans hold no scratch) and the search configurations per (chunk, plane length)
-// are shared by the lanes.
+// is read: the reference the tests compare the overlapped pipeline with. The brute-force
+// dedispersion plans (channel-major plans hold no scratch) and the search configurations per
+// (chunk, plane length) are shared by the lanes; a sub-band or FDMT plan holds its stage-1 series
+// or level buffers, so each lane has its own, one at a time (made again when the chunk or the
+// plane length changes, as the CPU searcher's).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -83,6 +85,9 @@ struct Lane {
   std::vector<std::unique_ptr<Event>> dedisped, searched;  // per chunk (Events cannot move)
   std::int64_t gulp = -1, tag = 0;                         // the gulp in flight, -1: none
   int kept = 0;
+  // subband / fdmt: this lane's plan and its (chunk, plane length).
+  std::optional<dedisp::DedispersionPlan> method_plan;
+  std::pair<std::size_t, std::int64_t> method_key{};
 };
 
 class CudaGulpSearcher final : public GulpSearcher {
@@ -96,8 +101,9 @@ class CudaGulpSearcher final : public GulpSearcher {
     set_device(device);
     for (std::int64_t d0 = dm_begin; d0 < dm_end; d0 += plan.dm_chunk())
       chunks_.push_back({d0, std::min(dm_end, d0 + plan.dm_chunk())});
-    // The dedispersion kernel: the default, or autotune()'s pick on the longest plane's shape.
-    if (o.autotune)
+    // The dedispersion kernel: the default, or autotune()'s pick on the longest plane's shape
+    // (brute force; the sub-band and FDMT plans pick their own kernels).
+    if (o.autotune && plan.dedisp_algorithm() == dedisp::Algorithm::automatic)
       tuned_ = dedisp::autotune(
           plan.dedispersion_config(chunks_[0].d0, chunks_[0].d1, plan.plane_samples()));
     const std::int64_t chunk_max = std::min(plan.dm_chunk(), dm_end - dm_begin);
@@ -161,15 +167,28 @@ class CudaGulpSearcher final : public GulpSearcher {
     }
     for (const auto& [key, p] : plans_)
       ws += p.workspace();
+    for (const auto& w : lanes_)
+      if (w->method_plan) ws += w->method_plan->workspace();
     return ws;
   }
 
  private:
   using Key = std::pair<std::size_t, std::int64_t>;  // chunk, plane length
 
-  // Plans and search configurations per (chunk, plane length), made on first use.
-  const dedisp::DedispersionPlan& plan_for(std::size_t k, std::int64_t len) {
+  // Plans and search configurations per (chunk, plane length), made on first use; a sub-band or
+  // FDMT plan per lane, one at a time.
+  const dedisp::DedispersionPlan& plan_for(Lane& w, std::size_t k, std::int64_t len) {
     const Key key{k, len};
+    if (plan_.dedisp_algorithm() != dedisp::Algorithm::automatic) {
+      if (!w.method_plan || w.method_key != key) {
+        w.stream.synchronize();  // its buffers may still be in use by the lane's last gulp
+        w.method_plan.reset();
+        w.method_plan.emplace(plan_.dedispersion_config(chunks_[k].d0, chunks_[k].d1, len),
+                              Backend::cuda);
+        w.method_key = key;
+      }
+      return *w.method_plan;
+    }
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       auto c = plan_.dedispersion_config(chunks_[k].d0, chunks_[k].d1, len);
@@ -194,7 +213,7 @@ class CudaGulpSearcher final : public GulpSearcher {
     const std::int64_t len = r.len();
     w.searcher.begin(&w.stream);
     for (std::size_t k = 0; k < chunks_.size(); ++k) {
-      const auto& plan = plan_for(k, len);
+      const auto& plan = plan_for(w, k, len);
       const std::int64_t nd = chunks_[k].d1 - chunks_[k].d0;
       View<const float, 2> in(w.cleaner.data(), {plan_.header().nchans, plan.config().nsamples_in},
                               Space::device);
@@ -299,7 +318,8 @@ std::unique_ptr<GulpSearcher> make_cuda_gulp_searcher(const FileSearchPlan& plan
 }
 
 Workspace estimate_cuda_gulp_searcher(const io::FilterbankHeader& h, std::int64_t plane_len,
-                                      std::int32_t max_delay, std::int64_t chunk, int lanes) {
+                                      std::int32_t max_delay, std::int64_t chunk, int lanes,
+                                      const Workspace* method_plan) {
   const std::int64_t rows = plane_len + max_delay;
   const auto row_bytes = static_cast<std::int64_t>(h.bytes_per_sample());
   Workspace per_lane;
@@ -307,6 +327,7 @@ Workspace estimate_cuda_gulp_searcher(const io::FilterbankHeader& h, std::int64_
   per_lane.device_bytes = detail::gulp_cleaner_bytes(h.nchans, rows, row_bytes) +
                           chunk * plane_len * static_cast<std::int64_t>(sizeof(float)) +
                           detail::plane_searcher_bytes(plane_len, chunk);
+  if (method_plan) return std::max(lanes, 1) * (per_lane + *method_plan);  // one plan per lane
   const Workspace plans = dedisp::DedispersionPlan::estimate_workspace(
       estimate_config(h.nchans, chunk, rows), Backend::cuda);
   return std::max(lanes, 1) * per_lane + kPlaneLengths * plans;

@@ -29,7 +29,11 @@
 // rows with their statistics, the plane and the search scratch, plus the dedispersion plans'
 // tables (cuda). The gulp is halved until they fit RunOptions::memory_bytes (and
 // device_memory_bytes), then the DM list is cut into chunks that fit; if even one DM trial
-// does not fit (nchans x max_delay is too large) the plan throws invalid_argument.
+// does not fit (nchans x max_delay is too large) the plan throws invalid_argument. The sub-band
+// and FDMT plans hold buffers of their own (stage-1 series, FDMT level buffers: their
+// estimate_workspace(), from the tables), one per CPU searcher and per CUDA stream: the chunk
+// is halved until the largest chunk's plan fits too (dedisp automatic falls back to brute force
+// when not even one trial's does; an explicit method throws invalid_argument).
 //
 // Backend cuda: everything but reading and clustering runs on the GPU: the packed samples of a
 // gulp are copied to the device, cleaned there (the RFI statistics come back, the zapping is
@@ -57,6 +61,18 @@
 
 namespace warpbeam::search {
 
+/// How the file search dedisperses (FileSearchConfig::dedisp): brute force (the kernel dedisp
+/// picks), the sub-band or the FDMT method (dedisp::Algorithm::subband / fdmt: the same DM
+/// trials, each summed along slightly different whole-sample delays, with fewer additions), or
+/// automatic: dedisp::select_algorithm() on the search's plane (the fastest method on the
+/// backend whose predicted S/N is at least dedisp_min_snr of brute force's on every trial).
+enum class DedispMethod { automatic, brute, subband, fdmt };
+/// "auto", "brute", "subband", "fdmt".
+std::string to_string(DedispMethod m);
+/// Parses the names of to_string() ("automatic" too); throws invalid_argument naming the field
+/// `dedisp` otherwise.
+DedispMethod parse_dedisp_method(const std::string& name);
+
 /// What is searched for: the physics of a file search. validate() throws invalid_argument naming
 /// the field (e.g. "dm_max = 5 must be >= dm_min = 10").
 struct FileSearchConfig {
@@ -71,6 +87,18 @@ struct FileSearchConfig {
   bool zero_dm = true;      ///< zero-DM subtraction (RfiConfig::zero_dm)
   ClusterConfig cluster;
   int beam = 0;  ///< written in every candidate
+  // --- dedispersion method (the DM trials are the same for every method) ---
+  DedispMethod dedisp = DedispMethod::brute;
+  /// The least S/N of a trial, as a fraction of brute force's (dedisp::TrialReport::
+  /// snr_fraction): automatic's bound, and the sub-band grid's (SubbandConfig::
+  /// min_snr_fraction). (0, 1].
+  double dedisp_min_snr = 0.95;
+  /// subband: the number of sub-bands, at most the channels (0: the fewest additions;
+  /// dedisp::SubbandConfig::subbands).
+  int subbands = 0;
+  /// subband: a uniform coarse DM step (pc cm^-3; SubbandConfig::coarse_dm_step), refused when
+  /// the smearing bound does not allow it for the sub-bands; 0: the grid the bound allows.
+  double subband_dm_step = 0;
 
   void validate() const;
   nlohmann::json to_json() const;
@@ -119,6 +147,8 @@ struct SearchResult {
   std::int64_t device_memory_bytes = 0;  ///< cuda: the device buffers, by the plans' reports
   int min_channels_kept = 0;             ///< fewest channels kept by RFI cleaning in a gulp
   std::string backend;                   ///< "cpu" or "cuda"
+  std::string dedisp_method;             ///< the method that ran: "brute", "subband" or "fdmt"
+  std::string dedisp_choice;             ///< why (dedisp automatic): modelled times, S/N; else ""
   /// Time of each stage (s). cpu: wall time of read, rfi, dedisp, search, cluster. cuda: read =
   /// host reads + copies to the GPU; rfi, dedisp and search = GPU time between events on the
   /// stream of each gulp (the two streams overlap, so the stages sum to more than the wall time);
@@ -173,11 +203,21 @@ class FileSearchPlan {
   GulpRange gulp_range(std::int64_t g) const;
   /// The memory the search takes, by the plans' reports (see the header comment).
   Workspace workspace() const { return workspace_; }
+  /// The dedispersion method that runs (FileSearchConfig::dedisp resolved for this header and
+  /// backend): Algorithm::automatic (brute force: the kernel the backend picks), subband or
+  /// fdmt.
+  dedisp::Algorithm dedisp_algorithm() const { return dedisp_algorithm_; }
+  /// Why that method (dedisp automatic: each method's modelled time and predicted S/N), or "".
+  const std::string& dedisp_choice() const { return dedisp_choice_; }
 
   /// The RFI cleaning of every gulp.
   RfiConfig rfi() const;
   /// The dedispersion of DM trials [d0, d1) into a plane of `len` samples: float32 rows
-  /// (channel-major on cuda), nsamples_in = len + the largest delay of trial d1 - 1.
+  /// (channel-major on cuda), nsamples_in = len + the largest delay of trial d1 - 1, with the
+  /// plan's method. subband: the grid derived once for the whole DM list (SubbandConfig::
+  /// trial_coarse_dms), so that every chunk and slice sums each trial along the same delays;
+  /// subband and fdmt take no killmask (the cleaned gulp holds zeros in zapped channels), so
+  /// that both backends sum along the same delays.
   dedisp::DedispersionConfig dedispersion_config(std::int64_t d0, std::int64_t d1,
                                                  std::int64_t len) const;
   /// The search of such a plane; with zero-DM subtraction each trial's widest boxcar is capped at
@@ -201,6 +241,11 @@ class FileSearchPlan {
   std::int32_t max_delay_ = 0;
   std::int64_t nout_ = 0, margin_ = 0, gulp_ = 0, gulps_ = 0, chunk_ = 0, plane_len_ = 0;
   Workspace workspace_;
+  dedisp::Algorithm dedisp_algorithm_ = dedisp::Algorithm::automatic;
+  std::string dedisp_choice_;
+  dedisp::SubbandConfig subband_;  // subband: the whole list's grid
+
+  void choose_dedisp_method(std::int64_t len);
 };
 
 /// The one-call search of a filterbank file (io::open_filterbank(path)): plans and executes.

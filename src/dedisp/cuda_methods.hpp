@@ -1,0 +1,78 @@
+#pragma once
+// Internal: the launch functions of the sub-band and FDMT CUDA kernels (cuda_subband.cu,
+// cuda_fdmt.cu); their executors (cuda_subband.cpp, cuda_fdmt.cpp) own the tables and buffers.
+// Plain C++: no CUDA types.
+#include <cstddef>
+#include <cstdint>
+
+#include "dedisp/cuda_kernels.hpp"
+#include "warpbeam/device.hpp"
+
+namespace warpbeam::dedisp::detail {
+
+/// Stage 2 of the sub-band method: out[i][t] = sum_s S(q(i, s), s)[t + shift[i][s]], with the
+/// stage-1 series of sub-band s at series + sub_offset[s] as rows [nrows1][sub_len[s]] and
+/// q(i, s) = phase_begin[j(i)] + phase[i][s]. A block covers one tile of fine trials of one
+/// coarse DM (tile_coarse, tile_first, tile_count: up to kSubbandTrialsPerBlock trials) and
+/// kSubbandBlockSamples output samples; per stage of `subbands_per_stage` sub-bands it stages
+/// each used stage-1 row's window, [t0 + min_shift, + block + (max - min shift)), in shared
+/// memory (row_words floats per row, max_phases rows per sub-band).
+struct SubbandStage2Args {
+  const float* series = nullptr;
+  const std::int64_t* sub_offset = nullptr;   ///< [nsub]
+  const std::int64_t* sub_len = nullptr;      ///< [nsub] samples per stage-1 row
+  const std::int32_t* phase_begin = nullptr;  ///< [ncoarse + 1]
+  const std::int32_t* phase = nullptr;        ///< [ndm][nsub]
+  const std::int32_t* shift = nullptr;        ///< [ndm][nsub]
+  const std::int32_t* min_shift = nullptr;    ///< [nrows1][nsub]
+  const std::int32_t* max_shift = nullptr;    ///< [nrows1][nsub]
+  const std::uint8_t* used = nullptr;         ///< [nrows1][nsub]
+  const std::int32_t* tile_coarse = nullptr;  ///< [ntiles]
+  const std::int32_t* tile_first = nullptr;   ///< [ntiles]
+  const std::int32_t* tile_count = nullptr;   ///< [ntiles]
+  int ntiles = 0;
+  int nsub = 0;
+  int max_phases = 1;
+  int subbands_per_stage = 1;
+  int row_words = 0;  ///< >= block samples + the largest (max - min shift), a multiple of 4
+  std::size_t smem_bytes = 0;
+  std::int64_t nsamples_out = 0;
+  OutputTarget out;
+};
+inline constexpr int kSubbandTrialsPerBlock = 8;    ///< one warp per fine trial
+inline constexpr int kSubbandSamplesPerThread = 8;  ///< output samples in registers
+inline constexpr int kSubbandBlockSamples = 32 * kSubbandSamplesPerThread;
+void launch_subband_stage2(const SubbandStage2Args& a, const Stream* stream);
+
+/// One level of the FDMT for one time block: row r = A[t] + B[t + shift[r]] for
+/// t < block + ext[r] (the last level: t < block, written to output row r of `out` at t0).
+/// Level 1 (in_channels) reads input channel rows: `channel_rows` + row_of_chan[a] * in_stride
+/// + t0, uint8 codes (sign_flip as the tiled kernels) or float32 (float_codes); a row of -1
+/// reads as zero. Other levels read float rows of the level below at in_offsets.
+struct FdmtLevelArgs {
+  bool in_channels = false;
+  const void* channel_rows = nullptr;
+  bool float_codes = false;
+  unsigned sign_flip = 0;
+  std::int64_t in_stride = 0;                 ///< elements per channel row
+  const std::int32_t* row_of_chan = nullptr;  ///< [nchans] (level 1)
+  const float* in = nullptr;                  ///< level >= 2
+  const std::int64_t* in_offsets = nullptr;
+  const std::int32_t* a = nullptr;
+  const std::int32_t* b = nullptr;
+  const std::int32_t* shift = nullptr;
+  const std::int32_t* ext = nullptr;
+  std::int64_t nrows = 0;
+  std::int64_t t0 = 0;     ///< the block's first output sample
+  std::int64_t block = 0;  ///< output samples of this block
+  float* out = nullptr;    ///< intermediate levels: the level buffer at out_offsets
+  const std::int64_t* out_offsets = nullptr;
+  /// The last level: output trial i takes row out_row[i]; written to out_final at
+  /// [i][t0 + t] (nsamples_out per row); nrows is then the number of trials.
+  const std::int32_t* out_row = nullptr;
+  OutputTarget out_final;
+  std::int64_t nsamples_out = 0;
+};
+void launch_fdmt_level(const FdmtLevelArgs& a, const Stream* stream);
+
+}  // namespace warpbeam::dedisp::detail

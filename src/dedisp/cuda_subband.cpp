@@ -1,0 +1,294 @@
+// The CUDA executor of Algorithm::subband (tables: subband_plan.cpp).
+//
+// 1. Packed input is corner-turned into [channel][time] rows (cuda_transpose.cu), the kept
+//    channels of each sub-band next to each other in ascending channel order: uint8 codes for
+//    nbits <= 8, float32 otherwise. Channel-major float input (the GPU search) is used as it is:
+//    a sub-band's channels are consecutive rows there (no killmask on that path).
+// 2. Stage 1: each sub-band is a small brute-force problem (its channels, the stage-1 rows as
+//    DM trials, delays off1): the packed kernel for codes (exact integers) or the tiled kernel
+//    for floats, one launch per sub-band, into the series buffer [sub-band][row][len_s] with
+//    len_s = nsamples_out + the largest stage-2 shift of the sub-band.
+// 3. Stage 2: cuda_subband.cu.
+// All buffers and tables are made here, in the plan; execute() allocates nothing. One
+// execute() at a time per plan (the series buffer and corner-turn scratch are the plan's).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "core/cuda_check.hpp"
+#include "dedisp/cuda_methods.hpp"
+#include "dedisp/executor.hpp"
+#include "dedisp/method_tables.hpp"
+#include "dedisp/tile_geometry.hpp"
+#include "warpbeam/format.hpp"
+#include "warpbeam/unpack.hpp"
+
+namespace warpbeam::dedisp::detail {
+namespace {
+
+template <class T>
+DeviceArray<T> upload(const std::vector<T>& v) {
+  DeviceArray<T> d(std::max<std::size_t>(v.size(), 1));
+  if (!v.empty()) copy_bytes(d.data(), v.data(), v.size() * sizeof(T));
+  return d;
+}
+
+SmemLimits smem_limits() {
+  int dev = 0, per_block = 0, per_sm = 0;
+  WB_CUDA_CHECK(cudaGetDevice(&dev));
+  WB_CUDA_CHECK(cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  WB_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  return {static_cast<std::size_t>(per_block), static_cast<std::size_t>(per_sm)};
+}
+
+// One sub-band's stage-1 launch: its geometry and tables on the device.
+struct Stage1 {
+  int first_row = 0, nrows = 0;  // its rows in the corner-turned scratch (packed input)
+  int first_chan = 0;            // its lowest channel index (channel-major input)
+  std::int64_t len = 0;          // samples per series row
+  std::int64_t offset = 0;       // of its rows in the series buffer
+  TileGeometry geo;
+  DeviceArray<std::int32_t> delays, base, span;
+};
+
+class CudaSubbandExecutor final : public Executor {
+ public:
+  explicit CudaSubbandExecutor(const PlanData& p) : t_(*p.tables->subband) {
+    const auto& c = p.config;
+    validate(c.tuning);
+    float_codes_ = c.nbits > 8;
+    const int nsub = t_.nsub();
+    const int nq = t_.nrows1();
+    const SmemLimits limits = smem_limits();
+    // Channel -> scratch row, sub-band by sub-band in ascending channel order.
+    std::vector<std::int32_t> chan_row(static_cast<std::size_t>(c.nchans), -1);
+    int row = 0;
+    std::int64_t offset = 0;
+    std::vector<std::int64_t> sub_offset, sub_len;
+    for (int s = 0; s < nsub; ++s) {
+      std::vector<int> chans = t_.channels[static_cast<std::size_t>(s)];
+      std::sort(chans.begin(), chans.end());
+      Stage1 st;
+      st.first_row = row;
+      st.nrows = static_cast<int>(chans.size());
+      st.first_chan = chans.front();
+      if (c.channel_major && chans.back() - chans.front() + 1 != st.nrows)
+        fail(ErrorCategory::invalid_argument,
+             "channel-major sub-band input needs consecutive channels in every sub-band");
+      for (int ch : chans)
+        chan_row[static_cast<std::size_t>(ch)] = row++;
+      std::int32_t maxshift = 0;
+      for (int q = 0; q < nq; ++q)
+        maxshift = std::max(maxshift, t_.max_shift[static_cast<std::size_t>(q) * nsub + s]);
+      st.len = p.nsamples_out + maxshift;
+      st.offset = offset;
+      offset += static_cast<std::int64_t>(nq) * st.len;
+      // Stage-1 delays [row q][channel of the sub-band, ascending].
+      std::vector<std::int32_t> d(static_cast<std::size_t>(nq) * st.nrows);
+      for (int q = 0; q < nq; ++q)
+        for (int k = 0; k < st.nrows; ++k)
+          d[static_cast<std::size_t>(q) * st.nrows + k] =
+              t_.off1[static_cast<std::size_t>(q) * c.nchans + chans[static_cast<std::size_t>(k)]];
+      const Algorithm kernel =
+          float_codes_ || c.channel_major ? Algorithm::tiled : Algorithm::packed;
+      st.geo = plan_tile_geometry(kernel, c.tuning, d, nq, st.nrows, st.len, limits);
+      std::vector<std::int32_t> base, span;
+      tile_tables(d, nq, st.nrows, st.geo.dms_per_block, base, span);
+      st.delays = upload(d);
+      st.base = upload(base);
+      st.span = upload(span);
+      sub_offset.push_back(st.offset);
+      sub_len.push_back(st.len);
+      stage1_.push_back(std::move(st));
+    }
+    series_ = DeviceArray<float>(static_cast<std::size_t>(std::max<std::int64_t>(offset, 1)));
+
+    // Stage-2 tiles: up to kSubbandTrialsPerBlock fine trials of one coarse DM each.
+    std::vector<std::int32_t> tc, tf, tn;
+    for (int j = 0; j < t_.ncoarse(); ++j)
+      for (std::int32_t i = t_.group_begin[j]; i < t_.group_begin[j + 1];
+           i += kSubbandTrialsPerBlock) {
+        tc.push_back(j);
+        tf.push_back(i);
+        tn.push_back(std::min<std::int32_t>(kSubbandTrialsPerBlock, t_.group_begin[j + 1] - i));
+      }
+    std::int32_t span = 0;
+    for (std::size_t q = 0; q < t_.min_shift.size(); ++q)
+      span = std::max(span, t_.max_shift[q] - t_.min_shift[q]);
+    s2_.row_words = (kSubbandBlockSamples + span + 3) / 4 * 4;
+    s2_.max_phases = std::max(t_.phases, 1);
+    const std::size_t per_sub =
+        static_cast<std::size_t>(s2_.max_phases) * s2_.row_words * 4 + kSubbandTrialsPerBlock * 4;
+    const std::size_t budget = std::min<std::size_t>(limits.per_block, 96 * 1024);
+    if (per_sub > budget)
+      fail(ErrorCategory::unsupported,
+           "sub-band stage 2: a group's shifts span {} samples, more than shared memory holds",
+           span);
+    s2_.subbands_per_stage = static_cast<int>(
+        std::min<std::size_t>(static_cast<std::size_t>(std::max(nsub, 1)), budget / per_sub));
+    s2_.smem_bytes = static_cast<std::size_t>(s2_.subbands_per_stage) * per_sub;
+    s2_.nsub = nsub;
+    s2_.ntiles = static_cast<int>(tc.size());
+    s2_.nsamples_out = p.nsamples_out;
+    tables_.push_back(upload(t_.phase_begin));
+    tables_.push_back(upload(t_.phase));
+    tables_.push_back(upload(t_.shift));
+    tables_.push_back(upload(t_.min_shift));
+    tables_.push_back(upload(t_.max_shift));
+    tables_.push_back(upload(tc));
+    tables_.push_back(upload(tf));
+    tables_.push_back(upload(tn));
+    used_ = upload(t_.used);
+    sub_offset_ = upload(sub_offset);
+    sub_len_ = upload(sub_len);
+    s2_.series = series_.data();
+    s2_.sub_offset = sub_offset_.data();
+    s2_.sub_len = sub_len_.data();
+    s2_.phase_begin = tables_[0].data();
+    s2_.phase = tables_[1].data();
+    s2_.shift = tables_[2].data();
+    s2_.min_shift = tables_[3].data();
+    s2_.max_shift = tables_[4].data();
+    s2_.tile_coarse = tables_[5].data();
+    s2_.tile_first = tables_[6].data();
+    s2_.tile_count = tables_[7].data();
+    s2_.used = used_.data();
+
+    if (!c.channel_major) {
+      chan_row_ = upload(chan_row);
+      const std::int64_t n = c.nsamples_in;
+      stride_ = float_codes_ ? (n + 4 + 3) / 4 * 4 : (n + 8 + 15) / 16 * 16;
+      const std::size_t elem = float_codes_ ? 4 : 1;
+      scratch_ = DeviceArray<std::uint8_t>(static_cast<std::size_t>(std::max(row, 1)) *
+                                           static_cast<std::size_t>(stride_) * elem);
+      device_memset(scratch_.data(), 0, scratch_.bytes());  // the padding past nsamples_in
+    }
+  }
+
+  void execute(const PlanData& p, const std::uint8_t* in, float* out,
+               const Stream* stream) override {
+    run(p, in, OutputTarget{out, 32, 1.0f, 0.0f}, stream);
+  }
+
+  bool execute_scaled(const PlanData& p, const std::uint8_t* in, void* out, int out_nbits,
+                      const OutputScaling& s, const Stream* stream) override {
+    run(p, in, OutputTarget{out, out_nbits, s.scale, s.offset}, stream);
+    return true;
+  }
+
+  void execute_channel_major(const PlanData& p, const float* in, std::int64_t stride, float* out,
+                             const Stream* stream) override {
+    if (!p.config.channel_major)
+      fail(ErrorCategory::invalid_argument, "this plan was not made for channel-major input");
+    for (const Stage1& st : stage1_)
+      launch_stage1(p, in + static_cast<std::int64_t>(st.first_chan) * stride, stride, true, st,
+                    stream);
+    stage2(OutputTarget{out, 32, 1.0f, 0.0f}, stream);
+    if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  }
+
+  Algorithm algorithm(const PlanData&) const override { return Algorithm::subband; }
+  std::string description(const PlanData&) const override {
+    return "cuda subband: " + std::to_string(t_.nsub()) + " sub-bands, " +
+           std::to_string(t_.ncoarse()) + " coarse DMs (" + std::to_string(t_.nrows1()) +
+           " stage-1 rows), stage 1 " +
+           (stage1_.empty() ? std::string("-") : stage1_.front().geo.describe()) + "; stage 2 " +
+           std::to_string(s2_.subbands_per_stage) + " sub-bands per stage";
+  }
+  Workspace workspace() const override {
+    std::int64_t dev =
+        static_cast<std::int64_t>(series_.bytes() + scratch_.bytes() + used_.bytes() +
+                                  chan_row_.bytes() + sub_offset_.bytes() + sub_len_.bytes());
+    for (const auto& t : tables_)
+      dev += static_cast<std::int64_t>(t.bytes());
+    for (const auto& st : stage1_)
+      dev += static_cast<std::int64_t>(st.delays.bytes() + st.base.bytes() + st.span.bytes());
+    return {0, dev};
+  }
+
+ private:
+  void run(const PlanData& p, const std::uint8_t* in, const OutputTarget& out,
+           const Stream* stream) {
+    const auto& c = p.config;
+    if (c.channel_major)
+      fail(ErrorCategory::invalid_argument,
+           "this plan takes channel-major float32 input: call execute_channel_major()");
+    if (c.nbits >= 16 && reinterpret_cast<std::uintptr_t>(in) % (c.nbits / 8) != 0)
+      fail(ErrorCategory::invalid_argument,
+           "the device input of {}-bit samples must be aligned to {} bytes", c.nbits, c.nbits / 8);
+    TransposeArgs tr;
+    tr.in = in;
+    tr.row_bytes = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
+    tr.nsamples = c.nsamples_in;
+    tr.nchans = c.nchans;
+    tr.nbits = c.nbits;
+    tr.is_signed = c.is_signed;
+    tr.chan_row = chan_row_.data();
+    tr.scratch = scratch_.data();
+    tr.stride = stride_;
+    launch_transpose(tr, stream);
+    const std::size_t elem = float_codes_ ? 4 : 1;
+    for (const Stage1& st : stage1_)
+      launch_stage1(p, scratch_.data() + static_cast<std::size_t>(st.first_row) * stride_ * elem,
+                    stride_, float_codes_, st, stream);
+    stage2(out, stream);
+    if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  }
+
+  void launch_stage1(const PlanData& p, const void* rows, std::int64_t stride, bool floats,
+                     const Stage1& st, const Stream* stream) {
+    const auto& c = p.config;
+    TileArgs a;
+    a.scratch = rows;
+    a.stride = stride;
+    a.float_codes = floats;
+    a.nused = st.nrows;
+    a.ndm = t_.nrows1();
+    a.nsamples_out = st.len;
+    a.delays = st.delays.data();
+    a.base = st.base.data();
+    a.span = st.span.data();
+    a.dms_per_block = st.geo.dms_per_block;
+    a.lanes = st.geo.lanes;
+    a.samples_per_thread = st.geo.samples_per_thread;
+    a.channels_per_stage = st.geo.channels_per_stage;
+    a.row_words = st.geo.row_words;
+    a.ndm_tiles = st.geo.ndm_tiles;
+    a.ntime_tiles = st.geo.ntime_tiles;
+    a.smem_bytes = st.geo.smem_bytes;
+    a.stages_per_flush = st.geo.stages_per_flush;
+    a.sign_flip =
+        (!floats && c.is_signed && c.nbits > 1 && c.nbits <= 8) ? 1u << (c.nbits - 1) : 0u;
+    a.out = OutputTarget{series_.data() + st.offset, 32, 1.0f, 0.0f};
+    if (st.geo.algorithm == Algorithm::packed)
+      launch_packed(a, stream);
+    else
+      launch_tiled(a, stream);
+  }
+
+  void stage2(const OutputTarget& out, const Stream* stream) {
+    SubbandStage2Args a = s2_;
+    a.out = out;
+    launch_subband_stage2(a, stream);
+  }
+
+  const SubbandTables& t_;
+  bool float_codes_ = false;
+  std::vector<Stage1> stage1_;
+  DeviceArray<float> series_;
+  std::vector<DeviceArray<std::int32_t>> tables_;
+  DeviceArray<std::uint8_t> used_;
+  DeviceArray<std::int64_t> sub_offset_, sub_len_;
+  DeviceArray<std::int32_t> chan_row_;
+  DeviceArray<std::uint8_t> scratch_;
+  std::int64_t stride_ = 0;
+  SubbandStage2Args s2_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_cuda_subband_executor(const PlanData& plan) {
+  return std::make_unique<CudaSubbandExecutor>(plan);
+}
+
+}  // namespace warpbeam::dedisp::detail
