@@ -320,9 +320,10 @@ TEST(StreamCli, ImagesOfAStreamEqualTheFilesImages) {
   auto r = wbtest::run_cli(
       fmt::format("image {} {} --accumulate 2 --out {}", tbf, args, d.file("file")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The capture thread on core 0 alone, the imager on the other(s).
   wbtest::Background live(fmt::format("image --listen udp://127.0.0.1:0 --stream-channels "
                                       "2348:24 {} --accumulate 2 --out {} --idle-timeout 1 "
-                                      "--json {}",
+                                      "--capture-core 0 --json {}",
                                       args, d.file("live"), d.file("live.json")),
                           d.file("live.out"), d.file("live.err"));
   const std::string port = start_listener(live);
@@ -332,6 +333,9 @@ TEST(StreamCli, ImagesOfAStreamEqualTheFilesImages) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(live.wait(60), 0) << live.err();
   const json rec = read_json(d.file("live.json"));
+  EXPECT_EQ(rec["counters"]["bytes"], read_json(d.file("send.json"))["record"]["bytes_sent"]);
+  EXPECT_EQ(rec["parameters"]["capture_core"], 0);
+  EXPECT_GT(rec["counters"]["socket_buffer_bytes"].get<std::int64_t>(), 0);
   EXPECT_EQ(rec["lost_packets"], 0);
   EXPECT_EQ(rec["dropped_blocks"], 0);
   EXPECT_EQ(rec["counters"]["packets"], 512);
@@ -618,6 +622,12 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
       {img + " --listen udp://127.0.0.1:4015 --stream-channels 2348:13", "--stream-channels", 2},
       {img + " --listen udp://127.0.0.1:4015 --http 10.0.0.1:8080", "127.0.0.1", 2},
       {img + " --listen udp://127.0.0.1:4015 --ring-blocks 2", "--ring-blocks", 2},
+      {img + " --listen udp://127.0.0.1:4015 --capture-core 4000", "--capture-core", 2},
+      {img + " --listen udp://127.0.0.1:4015 --socket-buffer 0", "--socket-buffer", 2},
+      {"pipeline --listen spead://127.0.0.1:7148 --blocks 4 --grid azel:170:190:2:60:70:2 "
+       "--capture-core 4000 --out " +
+           d.file("out"),
+       "--capture-core", 2},
       {img + " " + d.file("garbage.tbf") + " --listen udp://127.0.0.1:4015", "either IN", 2},
       {img, "either IN", 2},
       {img + " " + d.file("garbage.tbf") + " --json x.json", "--json is for --listen", 2},
@@ -763,4 +773,142 @@ TEST(StreamSpead, AGarbageDescriptionIsAFormatErrorNamingTheField) {
   j["format"] = "something else";
   expect_format(j, "format");
   expect_format(json::array({1, 2}), "format");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The SPEAD sender's backpressure (H200, 2026-12-02: a B1 block is 32768 heaps, more than
+// spead2's send queue held, and `send voltages` failed at once with "Resource temporarily
+// unavailable" after spead2 dropped a heap)
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// 64 channels x 32 antennas, ci4, 4 blocks of 1024 samples: with --heap-samples 8, 8192 heaps
+// (of 256 bytes) per block, twice spead2's old queue of 4096.
+std::string many_heaps_file(const wbtest::TempDir& d) {
+  const std::string raw = d.file("v.raw");
+  const auto r = wbtest::run_cli(fmt::format(
+      "simulate voltages --out {} --nchans 64 --nsamples 4096 --block-samples 1024 --seed 5", raw));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return raw;
+}
+
+}  // namespace
+
+TEST(StreamSpead, ASenderFarFasterThanItsReceiverWaitsForSpead2AndDropsNothing) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  wbtest::TempDir d;
+  const std::string raw = many_heaps_file(d);
+  // A bound socket nobody reads: the kernel drops what overflows its small buffer, the sender
+  // (as fast as it can, --rate 0) must still queue and send every heap and exit 0.
+  const auto silent = stream::parse_endpoint("udp://127.0.0.1:0", "udp", "x", true);
+  int port = 0;
+  const int fd = stream::detail::bind_udp(silent, 1, &port);
+  const auto r = wbtest::run_cli(
+      fmt::format("send voltages {} spead://127.0.0.1:{} --rate 0 --heap-samples 8 --json {}", raw,
+                  port, d.file("send.json")));
+  ::close(fd);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("dropping heap"), std::string::npos) << r.err;
+  const json rec = read_json(d.file("send.json"))["record"];
+  EXPECT_EQ(rec["packets"], 4 * 8192);
+  EXPECT_EQ(rec["sent"], 4 * 8192);
+  EXPECT_EQ(rec["dropped"], 0);
+  EXPECT_EQ(rec["blocks"], 4);
+  // Every heap's payload went out, and its SPEAD header with it.
+  EXPECT_GT(rec["bytes_sent"].get<std::int64_t>(), std::int64_t{4} * 8192 * 256);
+}
+
+TEST(StreamSpead, BlocksOfManyHeapsArriveWholeAndTheBytesReceivedEqualTheBytesSent) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  wbtest::TempDir d;
+  const std::string raw = many_heaps_file(d);
+  stream::StreamCounters c;
+  stream::SpeadCaptureConfig cfg;
+  cfg.listen = stream::parse_endpoint("spead://127.0.0.1:0", "spead", "x", true);
+  stream::SpeadVoltageCapture cap(cfg, c);
+  stream::SendConfig sc;
+  sc.to = stream::parse_endpoint(fmt::format("spead://127.0.0.1:{}", cap.port()), "spead", "x");
+  sc.rate_gbytes = 0.02;
+  sc.heap_samples = 8;
+  sc.faults.drop = sc.faults.duplicate = 0.01;
+  sc.faults.seed = 9;
+  stream::SendRecord sent;
+  std::thread sender([&] { sent = stream::send_voltages(raw, sc); });
+  ASSERT_TRUE(cap.wait_for_info(30, nullptr));
+  std::int64_t blocks = 0, lost = 0;
+  bool closed = false;
+  while (!closed)
+    if (auto* b = cap.ring().next(std::chrono::milliseconds(100), &closed)) {
+      EXPECT_EQ(b->info.packets_expected, 8192);
+      lost += b->info.lost_packets();
+      ++blocks;
+      cap.ring().release(b);
+    }
+  sender.join();
+  EXPECT_EQ(blocks, 4);
+  EXPECT_EQ(sent.sent, 4 * 8192 - sent.dropped + sent.duplicated);
+  ASSERT_GT(sent.dropped, 0);
+  EXPECT_EQ(lost, sent.dropped);
+  EXPECT_EQ(c.lost_packets.load(), sent.dropped);
+  EXPECT_EQ(c.duplicates.load(), sent.duplicated);
+  // The same bytes on both sides (scripts/stream-run-ok compares them on the H200).
+  EXPECT_EQ(c.bytes.load(), sent.bytes_sent);
+  EXPECT_GT(c.socket_buffer.load(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// scripts/stream-run-ok: the H200 check's verdict on one run (it counted a run that received 3
+// packets and processed no block as loss-free)
+// ---------------------------------------------------------------------------------------------
+
+TEST(StreamCheck, TheVerdictFailsARunThatReceivedNothingAndPassesAWholeOne) {
+  wbtest::TempDir d;
+  const std::string script = std::string(WARPBEAM_SOURCE_DIR) + "/scripts/stream-run-ok";
+  auto verdict = [&](const json& recv, const json* send, int send_rc, int gulp) {
+    std::ofstream(d.file("r.json")) << recv.dump();
+    std::filesystem::remove(d.file("s.json"));
+    if (send) std::ofstream(d.file("s.json")) << send->dump();
+    const int rc =
+        std::system(fmt::format("python3 '{}' '{}' '{}' {} 0 {} >'{}'", script, d.file("r.json"),
+                                d.file("s.json"), send_rc, gulp, d.file("why"))
+                        .c_str());
+    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, wbtest::slurp(d.file("why")));
+  };
+  json counters = {{"packets", 8470000},
+                   {"bytes", 52242960000},
+                   {"blocks_processed", 770},
+                   {"kernel_dropped_packets", 0}};
+  const json epic = {{"stream", "udp://127.0.0.1:47200"},
+                     {"lost_packets", 0},
+                     {"dropped_blocks", 0},
+                     {"counters", counters}};
+  const json epic_sent = {{"record", {{"bytes_sent", 52242960000}, {"blocks", 770000}}}};
+  EXPECT_EQ(verdict(epic, &epic_sent, 0, 1000).first, 0);
+  // The H200's B1 runs: the sender failed, the pipeline got the 3 description heaps only.
+  json c3 = {
+      {"packets", 3}, {"bytes", 1029}, {"blocks_processed", 0}, {"kernel_dropped_packets", 0}};
+  const json b1 = {{"result", {{"blocks", 160}}},
+                   {"stream",
+                    {{"lost_packets", 0},
+                     {"dropped_blocks", 0},
+                     {"zero_filled_blocks", json::array({0, 1, 2})},
+                     {"counters", c3}}}};
+  const auto [rc, why] = verdict(b1, nullptr, 1, 0);
+  EXPECT_EQ(rc, 1);
+  for (const char* needle :
+       {"sender exited 1", "no sender record", "0 blocks processed", "3 zero-filled blocks"})
+    EXPECT_NE(why.find(needle), std::string::npos) << needle << ": " << why;
+  // Kernel drops, bytes short, a block short: each fails alone.
+  json k = epic;
+  k["counters"]["kernel_dropped_packets"] = 5;
+  EXPECT_EQ(verdict(k, &epic_sent, 0, 1000).first, 1);
+  k = epic;
+  k["counters"]["bytes"] = 52242960000 - 6236;
+  EXPECT_NE(verdict(k, &epic_sent, 0, 1000).second.find("bytes received"), std::string::npos);
+  k = epic;
+  k["counters"]["blocks_processed"] = 769;
+  EXPECT_NE(verdict(k, &epic_sent, 0, 1000).second.find("769 blocks processed of 770"),
+            std::string::npos);
+  EXPECT_EQ(verdict(epic, &epic_sent, 0, 1000).first, 0);
 }

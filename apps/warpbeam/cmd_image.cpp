@@ -45,6 +45,7 @@ struct ImageOptions {
   // --listen: a live TBF stream instead of IN.
   std::string listen, stream_channels = "2348:132", json, http;
   int stands = 256, ring_blocks = 8;
+  int socket_buffer_mib = 256, capture_core = -1;
   double idle_timeout = 0, duration = 0, test_block_delay_ms = 0;
   bool capture_only = false;  // --listen: count and release blocks without imaging them
 };
@@ -365,6 +366,8 @@ void run_image_listen(const ImageOptions& o) {
   sc.spectra_per_block = o.gulp;
   sc.ring_blocks = o.ring_blocks;
   sc.idle_timeout_s = o.idle_timeout;
+  sc.socket_buffer_mib = o.socket_buffer_mib;
+  sc.capture_core = o.capture_core;
   sc.validate();
   std::optional<stream::Endpoint> http;
   if (!o.http.empty()) {
@@ -502,6 +505,8 @@ void run_image_listen(const ImageOptions& o) {
           {"channels", o.channels},
           {"stands", o.stands},
           {"ring_blocks", o.ring_blocks},
+          {"socket_buffer_mib", o.socket_buffer_mib},
+          {"capture_core", o.capture_core},
           {"idle_timeout_s", o.idle_timeout},
           {"size", o.size}}},
         {"products", products}};
@@ -563,6 +568,7 @@ void add_image_command(CLI::App& app) {
                   "--listen: blocks (gulps) of the ring between capture and imager")
       ->check(CLI::Range(3, 1 << 16))
       ->capture_default_str();
+  add_capture_options(*cmd, o->socket_buffer_mib, o->capture_core);
   cmd->add_option("--idle-timeout", o->idle_timeout,
                   "--listen: end after this many seconds without a packet (0: never; TBF has "
                   "no end marker)")

@@ -39,7 +39,7 @@ struct PipelineOptions {
   // --listen: a live SPEAD stream of --blocks blocks instead of IN.
   std::string listen, http;
   std::int64_t blocks = 0;
-  int ring_blocks = 8;
+  int ring_blocks = 8, socket_buffer_mib = 256, capture_core = -1;
   double idle_timeout = 0, test_block_delay_ms = 0;
   nlohmann::json stream_record;  // the live run's counters (pipeline.json's "stream")
 };
@@ -101,6 +101,8 @@ void run_listen(PipelineOptions& o) {
   sc.listen = stream::parse_endpoint(o.listen, "spead", "--listen", true);
   sc.ring_blocks = o.ring_blocks;
   sc.idle_timeout_s = o.idle_timeout;
+  sc.socket_buffer_mib = o.socket_buffer_mib;
+  sc.capture_core = o.capture_core;
   sc.validate();
   std::optional<stream::Endpoint> http;
   if (!o.http.empty()) http = stream::parse_http_address(o.http);
@@ -290,6 +292,7 @@ void add_pipeline_command(CLI::App& app) {
   cmd->add_option("--ring-blocks", o->ring_blocks, "--listen: blocks of the ring")
       ->check(CLI::Range(3, 1 << 16))
       ->capture_default_str();
+  add_capture_options(*cmd, o->socket_buffer_mib, o->capture_core);
   cmd->add_option("--idle-timeout", o->idle_timeout,
                   "--listen: end after this many seconds without a packet (0: at the stream's "
                   "stop heap)")

@@ -81,6 +81,19 @@ void add_options(CLI::App* cmd, SendOptions& o, bool tbf) {
 
 }  // namespace
 
+void add_capture_options(CLI::App& cmd, int& socket_buffer_mib, int& capture_core) {
+  cmd.add_option("--socket-buffer", socket_buffer_mib,
+                 "--listen: the receive socket's buffer (MiB; the kernel caps it at "
+                 "net.core.rmem_max unless root): the capture's slack for pauses")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd.add_option("--capture-core", capture_core,
+                 "--listen: run the capture thread on this core alone and keep the engine off "
+                 "it (-1: no pinning)")
+      ->check(CLI::Range(-1, 1 << 16))
+      ->capture_default_str();
+}
+
 void add_send_command(CLI::App& app) {
   auto* send = app.add_subcommand("send", "Send a file as a live stream to this machine (tests)");
   send->require_subcommand(1);

@@ -112,6 +112,10 @@ void add_bench_pipeline_command(CLI::App& app);
 
 /// `send tbf|voltages FILE ADDRESS` (cmd_send.cpp): test senders of live streams.
 void add_send_command(CLI::App& app);
+/// The capture options of `image --listen` and `pipeline --listen` (cmd_send.cpp):
+/// --socket-buffer MIB (the receive socket's buffer) and --capture-core N (the core the capture
+/// thread runs on alone).
+void add_capture_options(CLI::App& cmd, int& socket_buffer_mib, int& capture_core);
 
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);

@@ -146,6 +146,10 @@ struct StreamCounters {
   std::atomic<std::int64_t> empty_blocks{0};      ///< skipped over: no packet of them arrived
   std::atomic<std::int64_t> truncated_blocks{0};  ///< incomplete at the end of the stream
   std::atomic<std::int64_t> kernel_drops{0};      ///< dropped by the kernel (socket buffer full)
+  std::atomic<std::int64_t> socket_buffer{0};     ///< bytes of receive buffer the kernel granted
+  /// Time the capture thread spent placing packets (not receiving): with the packet rate, how
+  /// close the capture is to its limit (TBF capture only).
+  std::atomic<std::int64_t> capture_place_ns{0};
   // Engine and products.
   std::atomic<std::int64_t> blocks_processed{0};
   std::atomic<std::int64_t> bytes_processed{0};

@@ -19,6 +19,8 @@ nlohmann::json StreamCounters::to_json() const {
           {"empty_blocks", empty_blocks.load()},
           {"truncated_blocks", truncated_blocks.load()},
           {"kernel_dropped_packets", kernel_drops.load()},
+          {"socket_buffer_bytes", socket_buffer.load()},
+          {"capture_place_seconds", static_cast<double>(capture_place_ns.load()) * 1e-9},
           {"blocks_processed", blocks_processed.load()},
           {"bytes_processed", bytes_processed.load()},
           {"images", images.load()},

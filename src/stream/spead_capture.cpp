@@ -1,6 +1,7 @@
 // SpeadVoltageCapture: a SPEAD voltage stream (warpbeam/stream/spead.hpp) into a BlockRing
 // through spead2's chunking receiver: spead2 places each heap's payload straight into a block of
 // the ring (the chunk's memory is the block), our place callback decides where.
+#include "stream/udp.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/stream/capture.hpp"
 #include "warpbeam/stream/spead.hpp"
@@ -34,8 +35,9 @@ void SpeadCaptureConfig::validate() const {
     fail(ErrorCategory::invalid_argument,
          "--ring-blocks {} must exceed the capture's window of {} open blocks", ring_blocks,
          window);
-  require_range("the socket buffer (MiB)", socket_buffer_mib, 1, 1 << 14);
+  require_range("--socket-buffer (MiB)", socket_buffer_mib, 1, 1024);  // SO_RCVBUF is an int
   require_range("--idle-timeout", idle_timeout_s, 0.0, 1e9);
+  if (capture_core != -1) detail::require_core(capture_core);
 }
 
 #ifdef WARPBEAM_HAVE_SPEAD2
@@ -76,7 +78,10 @@ struct SpeadVoltageCapture::Impl {
   };
 
   Impl(SpeadCaptureConfig config, StreamCounters& counters)
-      : cfg(std::move(config)), c(counters), pool(1) {}
+      : cfg(std::move(config)),
+        c(counters),
+        // spead2's receiving thread on --capture-core when given.
+        pool(1, cfg.capture_core >= 0 ? std::vector<int>{cfg.capture_core} : std::vector<int>{}) {}
 
   SpeadCaptureConfig cfg;
   StreamCounters& c;
@@ -265,9 +270,9 @@ struct SpeadVoltageCapture::Impl {
 };
 
 SpeadVoltageCapture::SpeadVoltageCapture(SpeadCaptureConfig config, StreamCounters& counters)
-    : impl_(std::make_unique<Impl>(std::move(config), counters)) {
+    : impl_((config.validate(), std::make_unique<Impl>(std::move(config), counters))) {
   Impl& m = *impl_;
-  m.cfg.validate();
+  if (m.cfg.capture_core >= 0) detail::leave_core(m.cfg.capture_core);
   namespace asio = boost::asio;
   asio::ip::udp::socket socket(m.pool.get_io_context());
   try {
@@ -276,9 +281,8 @@ SpeadVoltageCapture::SpeadVoltageCapture(SpeadCaptureConfig config, StreamCounte
                                      static_cast<unsigned short>(m.cfg.listen.port));
     socket.open(ep.protocol());
     // Past net.core.rmem_max when the process may (root), as capture tools do.
-    const int want = m.cfg.socket_buffer_mib << 20;
-    if (setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof want) != 0)
-      socket.set_option(asio::socket_base::receive_buffer_size(want));
+    m.c.socket_buffer = detail::set_socket_buffer(socket.native_handle(), SO_RCVBUF,
+                                                  m.cfg.socket_buffer_mib, m.cfg.listen);
     socket.bind(ep);
     m.port = socket.local_endpoint().port();
   } catch (const std::exception& e) {

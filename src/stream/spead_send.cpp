@@ -17,7 +17,10 @@
 #include <spead2/send_udp.h>
 // clang-format on
 
+#include <deque>
 #include <future>
+#include <iterator>
+#include <memory>
 #include <thread>
 #endif
 
@@ -36,19 +39,59 @@ std::int64_t default_heap_samples(const spead::StreamDescription& d) {
   return n;
 }
 
+// spead2's send queue holds at most max_heaps heaps and refuses (would_block) a group that does
+// not fit whole: a block of the B1 stream is 32768 heaps. So heaps go in groups of kGroupHeaps,
+// at most kGroups of them in flight; submit() waits for the oldest group before it queues one
+// more (the sender's backpressure: it never drops a heap it was not asked to drop). Each group
+// owns the bytes its heaps point to until spead2 has sent them.
 class Sender {
  public:
-  Sender(const SendConfig& cfg, std::size_t max_packet)
-      : pool_(1), stream_(pool_, {endpoint(cfg.to)}, config(cfg, max_packet)) {}
+  static constexpr std::size_t kGroupHeaps = 1024, kGroups = 8;
+  struct Group {
+    std::vector<detail::FaultInjector::Packet> packets;
+    // A description heap's JSON, on the heap so that moving the group keeps its address.
+    std::unique_ptr<std::string> text;
+    std::vector<spead2::send::heap> heaps;
+    std::future<spead2::item_pointer_t> done;
+  };
 
-  void send(const std::vector<spead2::send::heap>& heaps) {
-    if (heaps.empty()) return;
-    auto f = stream_.async_send_heaps(heaps.begin(), heaps.end(), boost::asio::use_future,
+  Sender(const SendConfig& cfg, std::size_t max_packet, SendRecord& record)
+      : to_(cfg.to),
+        record_(record),
+        pool_(1),
+        stream_(pool_, {endpoint(cfg.to)}, config(cfg, max_packet)) {}
+  ~Sender() {
+    // On an error the groups still queued must be waited for: spead2 reads their bytes.
+    for (auto& g : in_flight_)
+      if (g.done.valid()) g.done.wait();
+  }
+
+  /// Queues a group (its heaps built over its own packets/text), waiting for room first.
+  void submit(Group&& g) {
+    if (g.heaps.empty()) return;
+    if (in_flight_.size() >= kGroups) wait_oldest();
+    g.done = stream_.async_send_heaps(g.heaps.begin(), g.heaps.end(), boost::asio::use_future,
                                       spead2::send::group_mode::SERIAL);
-    f.get();  // throws boost::system::system_error on a send failure
+    in_flight_.push_back(std::move(g));
+  }
+  /// Waits until every queued heap has been sent.
+  void drain() {
+    while (!in_flight_.empty())
+      wait_oldest();
   }
 
  private:
+  void wait_oldest() {
+    Group g = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    try {
+      // The bytes spead2 put on the wire for the group (the UDP payload: SPEAD headers too).
+      record_.bytes_sent += static_cast<std::int64_t>(g.done.get());
+    } catch (const boost::system::system_error& e) {
+      fail(ErrorCategory::io, "sending SPEAD heaps to {} failed: {}", to_.to_string(),
+           e.code().message());
+    }
+  }
   static boost::asio::ip::udp::endpoint endpoint(const Endpoint& e) {
     const std::string host = e.host == "localhost" ? "127.0.0.1" : e.host;
     return {boost::asio::ip::make_address(host), static_cast<unsigned short>(e.port)};
@@ -57,9 +100,13 @@ class Sender {
     spead2::send::stream_config c;
     c.set_max_packet_size(max_packet);
     c.set_rate(cfg.rate_gbytes * 1e9);  // bytes/s of packets; 0: as fast as possible
-    c.set_max_heaps(4096);
+    // Room for every group in flight, so that a queued group is never refused.
+    c.set_max_heaps(kGroupHeaps * kGroups + 16);
     return c;
   }
+  Endpoint to_;
+  SendRecord& record_;
+  std::deque<Group> in_flight_;
   spead2::thread_pool pool_;
   spead2::send::udp_stream stream_;
 };
@@ -84,38 +131,46 @@ SendRecord send_voltages(const std::string& path, const SendConfig& cfg) {
   const std::string text = d.to_json().dump();
   const std::size_t heap_bytes = static_cast<std::size_t>(d.heap_bytes());
   // Header (8) and up to 8 item pointers; one heap is one packet.
-  Sender out(cfg, std::max(heap_bytes, text.size()) + 8 + 8 * 8);
-
   SendRecord r;
+  Sender out(cfg, std::max(heap_bytes, text.size()) + 8 + 8 * 8, r);
+
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   // The description, three times (a lost one would leave the receiver blind).
   for (int k = 0; k < 3; ++k) {
-    std::vector<spead2::send::heap> h(1);
-    h[0].add_item(spead::kDescriptionFlag, 1);
-    h[0].add_item(spead::kDescription, text, false);
-    out.send(h);
-    r.bytes_sent += static_cast<std::int64_t>(text.size());
+    Sender::Group g;
+    g.text = std::make_unique<std::string>(text);
+    g.heaps.resize(1);
+    g.heaps[0].add_item(spead::kDescriptionFlag, 1);
+    g.heaps[0].add_item(spead::kDescription, g.text->data(), g.text->size(), false);
+    out.submit(std::move(g));
+    out.drain();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 
   detail::FaultInjector faults(cfg.faults, r);
   std::vector<detail::FaultInjector::Packet> batch;
-  std::vector<spead2::send::heap> heaps;
-  const auto emit = [&](const std::vector<detail::FaultInjector::Packet>& packets) {
-    heaps.clear();
-    heaps.reserve(packets.size());
-    for (const auto& p : packets) {
-      spead2::send::heap& h = heaps.emplace_back();
-      h.add_item(spead::kTimestamp, p.key.first);
-      h.add_item(spead::kChannel, p.key.second);
-      h.add_item(spead::kVoltages, p.bytes.data(), p.bytes.size(), false);
-      r.bytes_sent += static_cast<std::int64_t>(p.bytes.size());
+  // The packets the injector released, in groups of at most kGroupHeaps heaps.
+  const auto emit = [&](std::vector<detail::FaultInjector::Packet>& packets, bool all) {
+    while (packets.size() >= Sender::kGroupHeaps || (all && !packets.empty())) {
+      const std::size_t n = std::min(packets.size(), Sender::kGroupHeaps);
+      Sender::Group g;
+      g.packets.assign(std::make_move_iterator(packets.begin()),
+                       std::make_move_iterator(packets.begin() + static_cast<std::ptrdiff_t>(n)));
+      packets.erase(packets.begin(), packets.begin() + static_cast<std::ptrdiff_t>(n));
+      g.heaps.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto& p = g.packets[i];
+        spead2::send::heap& h = g.heaps[i];
+        h.add_item(spead::kTimestamp, p.key.first);
+        h.add_item(spead::kChannel, p.key.second);
+        h.add_item(spead::kVoltages, p.bytes.data(), p.bytes.size(), false);
+      }
+      r.sent += static_cast<std::int64_t>(n);
+      out.submit(std::move(g));
     }
-    out.send(heaps);
-    r.sent += static_cast<std::int64_t>(packets.size());
   };
   std::vector<std::uint8_t> block;
   const std::int64_t slices = d.info.block_samples / d.heap_samples;
@@ -126,7 +181,7 @@ SendRecord send_voltages(const std::string& path, const SendConfig& cfg) {
     if (loop > 0) reader = io::open_voltage_file(path);
     while (!done && reader->read_block(block)) {
       // Time-major, as an F-engine emits: every channel's heap of one time slice, then the next.
-      for (std::int64_t s = 0; s < slices; ++s)
+      for (std::int64_t s = 0; s < slices; ++s) {
         for (int c = 0; c < d.info.nchans; ++c) {
           const std::uint8_t* p =
               block.data() + (static_cast<std::size_t>(c) * d.info.block_samples +
@@ -136,19 +191,22 @@ SendRecord send_voltages(const std::string& path, const SendConfig& cfg) {
               {std::vector<std::uint8_t>(p, p + heap_bytes), {sample + s * d.heap_samples, c}},
               batch);
         }
-      emit(batch);
-      batch.clear();
+        emit(batch, false);
+      }
+      emit(batch, true);
       sample += d.info.block_samples;
       ++r.blocks;
       if (cfg.duration_s > 0 && elapsed() >= cfg.duration_s) done = true;
     }
   }
   faults.flush(batch);
-  emit(batch);
+  emit(batch, true);
   // The end of the stream.
-  std::vector<spead2::send::heap> stop(1);
-  stop[0].add_end();
-  out.send(stop);
+  Sender::Group stop;
+  stop.heaps.resize(1);
+  stop.heaps[0].add_end();
+  out.submit(std::move(stop));
+  out.drain();
   r.seconds = elapsed();
   return r;
 }

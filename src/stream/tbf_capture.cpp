@@ -30,9 +30,10 @@ void TbfStreamConfig::validate() const {
     fail(ErrorCategory::invalid_argument,
          "--ring-blocks {} must exceed the capture's window of {} open blocks", ring_blocks,
          window);
-  require_range("the socket buffer (MiB)", socket_buffer_mib, 1, 1 << 14);
+  require_range("--socket-buffer (MiB)", socket_buffer_mib, 1, 1024);  // SO_RCVBUF is an int
   require_range("--idle-timeout", idle_timeout_s, 0.0, 1e9);
   require_range("the settle count", settle_packets, 1, 1 << 20);
+  if (capture_core != -1) detail::require_core(capture_core);
 }
 
 namespace {
@@ -44,7 +45,9 @@ struct Slot {
   std::int64_t max_t = -1;  // the latest spectrum (within the block) with a packet
 };
 
-// The placement state: the stream's origin, the window of open blocks and the counters.
+// The placement state: the stream's origin, the window of open blocks and the counters. The
+// per-packet counts are tallied here and published once per batch (publish()), so that a packet
+// costs no atomic read-modify-write.
 class Placer {
  public:
   Placer(const TbfStreamConfig& cfg, BlockRing& ring, StreamCounters& c)
@@ -74,29 +77,29 @@ class Placer {
     int b = 0;
     const std::int64_t tag = check(p, len, &b);
     if (tag < 0 || (tag - tag0_) % io::kTbfTicksPerSpectrum != 0) {
-      ++c_.invalid;
+      ++n_.invalid;
       return;
     }
     if (tag < tag0_) {  // before the stream's first spectrum
-      ++c_.late;
+      ++n_.late;
       return;
     }
     const std::int64_t s = (tag - tag0_) / io::kTbfTicksPerSpectrum;
     const std::int64_t seq = s / cfg_.spectra_per_block, t = s % cfg_.spectra_per_block;
     if (seq < base_) {
-      ++c_.late;
+      ++n_.late;
       return;
     }
     advance_to(seq);
     Slot& slot = slots_[static_cast<std::size_t>(seq - base_)];
     if (!slot.block && !slot.dropped) open(slot);
     if (slot.dropped) {
-      ++c_.dropped_packets;
+      ++n_.dropped;
       return;
     }
     const std::size_t idx = static_cast<std::size_t>(t * nblk_ + b);
     if (slot.block->present[idx]) {
-      ++c_.duplicates;
+      ++n_.duplicates;
       return;
     }
     slot.block->present[idx] = 1;
@@ -108,13 +111,24 @@ class Placer {
       std::memcpy(slot.block->data + (c * cfg_.spectra_per_block + t) * row_, payload + k * row_,
                   row_);
     }
-    ++c_.placed;
+    ++n_.placed;
+  }
+
+  // Adds the packets' counts since the last call to the shared counters.
+  void publish() {
+    c_.invalid += n_.invalid;
+    c_.late += n_.late;
+    c_.dropped_packets += n_.dropped;
+    c_.duplicates += n_.duplicates;
+    c_.placed += n_.placed;
+    n_ = {};
   }
 
   // The end of the stream (or stop): every open block is handed over or discarded.
   void finish() {
     while (!slots_.empty())
       close_front(true);
+    publish();
   }
 
  private:
@@ -196,6 +210,9 @@ class Placer {
   const std::size_t row_, frame_bytes_;
   std::int64_t tag0_ = 0, base_ = 0;
   std::deque<Slot> slots_;
+  struct {
+    std::int64_t invalid = 0, late = 0, dropped = 0, duplicates = 0, placed = 0;
+  } n_;
 };
 
 }  // namespace
@@ -207,8 +224,11 @@ TbfCapture::TbfCapture(TbfStreamConfig config, StreamCounters& counters)
       std::make_unique<BlockRing>(static_cast<std::size_t>(cfg_.ring_blocks), cfg_.block_bytes(),
                                   static_cast<std::size_t>(cfg_.packets_per_block()));
   c_.ring_capacity = cfg_.ring_blocks;
-  fd_ = detail::bind_udp(cfg_.listen, cfg_.socket_buffer_mib, &port_);
+  std::int64_t granted = 0;
+  fd_ = detail::bind_udp(cfg_.listen, cfg_.socket_buffer_mib, &port_, &granted);
+  c_.socket_buffer = granted;
   thread_ = std::thread([this] { run(); });
+  if (cfg_.capture_core >= 0) detail::leave_core(cfg_.capture_core);
 }
 
 TbfCapture::~TbfCapture() {
@@ -223,6 +243,8 @@ void TbfCapture::stop() {
 
 void TbfCapture::run() {
   using Clock = std::chrono::steady_clock;
+  if (cfg_.capture_core >= 0 && !detail::pin_this_thread(cfg_.capture_core))
+    warnf("--capture-core {}: the capture thread could not be pinned", cfg_.capture_core);
   constexpr int kBatch = 64;
   const std::size_t frame_bytes = static_cast<std::size_t>(io::tbf_frame_bytes(cfg_.nstand));
   const std::size_t slot_bytes = frame_bytes + 64;  // a longer datagram shows as too long
@@ -251,6 +273,7 @@ void TbfCapture::run() {
     c_.streaming = true;
     for (const auto& p : pending)
       placer.place(p.data(), p.size());
+    placer.publish();
     pending.clear();
   };
 
@@ -272,17 +295,18 @@ void TbfCapture::run() {
         break;
       }
     }
+    std::int64_t bytes = 0;
+    std::uint32_t drops = 0;
+    bool have_drops = false;
     for (int i = 0; i < n; ++i) {
       const std::uint8_t* p = buf.data() + i * slot_bytes;
       const std::size_t len = msgs[i].msg_len;
-      ++c_.packets;
-      c_.bytes += static_cast<std::int64_t>(len);
+      bytes += static_cast<std::int64_t>(len);
       for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); cm;
            cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm))
         if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_RXQ_OVFL) {
-          std::uint32_t drops = 0;
-          std::memcpy(&drops, CMSG_DATA(cm), sizeof drops);
-          c_.kernel_drops = drops;  // the socket's running total
+          std::memcpy(&drops, CMSG_DATA(cm), sizeof drops);  // the socket's running total
+          have_drops = true;
         }
       last_at = now;
       if (started) {
@@ -297,6 +321,14 @@ void TbfCapture::run() {
       if (pending.empty()) first_at = now;
       pending.emplace_back(p, p + len);
     }
+    if (n > 0) {
+      placer.publish();
+      c_.packets += n;
+      c_.bytes += bytes;
+      if (have_drops) c_.kernel_drops = drops;
+      c_.capture_place_ns +=
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - now).count();
+    }
     if (!started && !pending.empty() &&
         (static_cast<int>(pending.size()) >= cfg_.settle_packets ||
          now - first_at > std::chrono::milliseconds(50)))
@@ -306,6 +338,9 @@ void TbfCapture::run() {
       break;  // the end of the stream
   }
   if (!started && !pending.empty()) start();
+  // Drops after the last datagram received reach no SO_RXQ_OVFL message: ask the socket.
+  const std::int64_t drops = detail::socket_drops(fd_);
+  if (drops > c_.kernel_drops) c_.kernel_drops = drops;
   placer.finish();
   ring_->close();
 }

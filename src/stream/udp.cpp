@@ -2,7 +2,10 @@
 #include "stream/udp.hpp"
 
 #include <arpa/inet.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,7 +39,9 @@ socklen_t to_sockaddr(const Endpoint& e, sockaddr_storage& ss) {
   fail(ErrorCategory::invalid_argument, "'{}' is not an IP address", e.host);
 }
 
-void set_buffer(int fd, int option, int mib, const Endpoint& e) {
+}  // namespace
+
+std::int64_t set_socket_buffer(int fd, int option, int mib, const Endpoint& e) {
   int want = mib << 20;
   // SO_RCVBUFFORCE / SO_SNDBUFFORCE pass net.core.*mem_max when the process may (root,
   // CAP_NET_ADMIN), as capture tools do; otherwise the capped request.
@@ -52,16 +57,51 @@ void set_buffer(int fd, int option, int mib, const Endpoint& e) {
         "{}: the kernel granted a {} MiB socket buffer of the {} MiB asked for (raise "
         "net.core.{}mem_max for a loss-free capture at high rates)",
         e.to_string(), got / 2 >> 20, mib, option == SO_RCVBUF ? "r" : "w");
+  return got / 2;
 }
 
-}  // namespace
+std::int64_t socket_drops(int fd) {
+  std::uint32_t info[SK_MEMINFO_VARS] = {};
+  socklen_t len = sizeof info;
+  if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &len) != 0 ||
+      len < (SK_MEMINFO_DROPS + 1) * sizeof(std::uint32_t))
+    return -1;
+  return info[SK_MEMINFO_DROPS];
+}
 
-int bind_udp(const Endpoint& at, int buffer_mib, int* port) {
+void require_core(int core) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (core < 0 || core >= CPU_SETSIZE || sched_getaffinity(0, sizeof allowed, &allowed) != 0 ||
+      !CPU_ISSET(core, &allowed))
+    fail(ErrorCategory::invalid_argument,
+         "--capture-core {}: not a core this process may run on (see taskset -p, nproc)", core);
+}
+
+bool pin_this_thread(int core) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(core, &one);
+  return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+}
+
+void leave_core(int core) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) != 0 || core < 0 ||
+      core >= CPU_SETSIZE || !CPU_ISSET(core, &mask) || CPU_COUNT(&mask) < 2)
+    return;  // the engine keeps the capture's core when there is no other
+  CPU_CLR(core, &mask);
+  pthread_setaffinity_np(pthread_self(), sizeof mask, &mask);
+}
+
+int bind_udp(const Endpoint& at, int buffer_mib, int* port, std::int64_t* granted) {
   sockaddr_storage ss;
   const socklen_t len = to_sockaddr(at, ss);
   const int fd = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fail(ErrorCategory::io, "cannot open a UDP socket: {}", std::strerror(errno));
-  set_buffer(fd, SO_RCVBUF, buffer_mib, at);
+  const std::int64_t g = set_socket_buffer(fd, SO_RCVBUF, buffer_mib, at);
+  if (granted) *granted = g;
   timeval tv{0, 100000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   int one = 1;
@@ -84,7 +124,7 @@ int connect_udp(const Endpoint& to, int buffer_mib) {
   const socklen_t len = to_sockaddr(to, ss);
   const int fd = ::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fail(ErrorCategory::io, "cannot open a UDP socket: {}", std::strerror(errno));
-  set_buffer(fd, SO_SNDBUF, buffer_mib, to);
+  set_socket_buffer(fd, SO_SNDBUF, buffer_mib, to);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     const int e = errno;
     ::close(fd);

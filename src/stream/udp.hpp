@@ -16,8 +16,24 @@ namespace warpbeam::stream::detail {
 /// A bound UDP socket (IPv4 or IPv6 by the host's form) with a receive buffer of `buffer_mib`
 /// (the kernel may grant less: a warning says so), a 100 ms receive time-out (so that a capture
 /// looks at its stop flag) and SO_RXQ_OVFL (the kernel's drop count). Throws io. *port: the
-/// port bound.
-int bind_udp(const Endpoint& at, int buffer_mib, int* port);
+/// port bound; *granted (if not null): the receive buffer's bytes the kernel granted.
+int bind_udp(const Endpoint& at, int buffer_mib, int* port, std::int64_t* granted = nullptr);
+/// Asks for a socket buffer (SO_RCVBUF or SO_SNDBUF) of `mib` MiB, past net.core.*mem_max when
+/// the process may (root); warns when the kernel grants less. Returns the bytes granted.
+std::int64_t set_socket_buffer(int fd, int option, int mib, const Endpoint& e);
+
+/// The datagrams the kernel dropped on this socket so far (SO_MEMINFO's SK_MEMINFO_DROPS: the
+/// count SO_RXQ_OVFL reports, but readable when no later datagram carries it), -1 if unknown.
+std::int64_t socket_drops(int fd);
+
+/// Throws invalid_argument naming --capture-core unless `core` is one this process may run on.
+void require_core(int core);
+/// Runs the calling thread on `core` alone (a core require_core() accepted); false if it could
+/// not.
+bool pin_this_thread(int core);
+/// Takes `core` out of the calling thread's affinity (when other cores remain), so that it and
+/// the threads it starts later leave that core to the capture.
+void leave_core(int core);
 /// A UDP socket connected to `to` (send() then needs no address). Throws io.
 int connect_udp(const Endpoint& to, int buffer_mib);
 

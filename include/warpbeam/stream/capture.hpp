@@ -31,7 +31,14 @@ struct TbfStreamConfig {
   std::int64_t spectra_per_block = 1000;  ///< spectra per block (the engine's gulp)
   int ring_blocks = 8;                    ///< blocks in the ring
   int window = 2;                         ///< blocks open at once for late (reordered) packets
-  int socket_buffer_mib = 64;             ///< SO_RCVBUF asked for (the kernel may cap it)
+  /// SO_RCVBUF asked for (the kernel may cap it at net.core.rmem_max unless root). 6.2 kB
+  /// frames take ~9 kB of it each, so 256 MiB holds ~0.1 s of the E1 stream (270k frames/s):
+  /// the longest pause of the capture thread the stream survives.
+  int socket_buffer_mib = 256;
+  /// Core the capture thread runs on (-1: wherever the process may run). The constructor then
+  /// takes that core out of the calling (engine) thread's affinity, so that the engine and the
+  /// threads it starts later leave the capture its core.
+  int capture_core = -1;
   /// The stream ends after this long without a packet once it has started (0: never; a TBF
   /// stream has no end marker).
   double idle_timeout_s = 0;
@@ -89,8 +96,9 @@ struct SpeadCaptureConfig {
   Endpoint listen;  ///< spead://HOST:PORT to bind
   int ring_blocks = 8;
   int window = 2;
-  int socket_buffer_mib = 64;
-  double idle_timeout_s = 0;  ///< 0: until the stream's stop heap (or stop())
+  int socket_buffer_mib = 256;  ///< as TbfStreamConfig
+  int capture_core = -1;        ///< spead2's receiving thread's core, as TbfStreamConfig
+  double idle_timeout_s = 0;    ///< 0: until the stream's stop heap (or stop())
   void validate() const;
 };
 
