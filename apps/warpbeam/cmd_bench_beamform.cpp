@@ -359,6 +359,7 @@ Check verify_sampled(const BeamformPlan& plan, const std::vector<std::uint8_t>& 
 }
 
 void run(const BenchOptions& o) {
+  io::check_outputs({o.json});  // before the work: output_file.hpp's rule
   BeamformConfig c = reference_config(o.config);
   c.algorithm = beamform::parse_algorithm(o.algorithm);
   const Backend backend = resolve_backend(parse_backend(o.backend));

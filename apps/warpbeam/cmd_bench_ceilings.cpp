@@ -16,6 +16,7 @@ void add_bench_ceilings_command(CLI::App& app) {
   auto json = std::make_shared<std::string>();
   cmd->add_option("--json", *json, "Write the record as JSON to this file");
   cmd->callback([json] {
+    io::check_outputs({*json});  // before the work: output_file.hpp's rule
     const auto c = bench::measure_device_ceilings();
     const std::string summary = fmt::format(
         "ceilings: copy {:.2f} TB/s, fp32 add {:.2f} T/s, fp32 FMA {:.2f} TFLOP/s",

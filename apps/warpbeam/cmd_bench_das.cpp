@@ -114,6 +114,7 @@ double max_rel(const std::vector<std::complex<float>>& a,
 }
 
 void run_bench(const BenchOptions& o) {
+  io::check_outputs({o.json});  // before the work: output_file.hpp's rule
   das::DasConfig base = das::reference_config(o.config);
   if (o.batch > 0) base.batch = o.batch;
   const Backend backend = resolve_backend(parse_backend(o.backend));

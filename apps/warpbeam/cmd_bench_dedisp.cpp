@@ -247,6 +247,7 @@ void add_bench_dedisp_command(CLI::App& app) {
       "CUDA: skip the end-to-end run from a file");
   cmd->add_option("--json", *json, "Write the record as JSON to this file");
   cmd->callback([req, backend, json, no_sweep] {
+    io::check_outputs({*json});  // before the work: output_file.hpp's rule
     req->sweep = !*no_sweep;
     const Backend b = resolve_backend(parse_backend(*backend));
     nlohmann::json rec = b == Backend::cuda ? bench_dedisp_cuda(*req) : bench_dedisp_cpu(*req);

@@ -42,6 +42,7 @@ struct Timed {
 constexpr double kGulpSeconds = 1000 / io::kLwaChannelWidthHz;  // 40 ms per 1000 spectra
 
 void run_bench_epic(const BenchEpicOptions& o) {
+  io::check_outputs({o.json});  // before the work: output_file.hpp's rule
   int n = 0;
   if (o.config == "E1") n = 128;
   if (o.config == "E2") n = 64;

@@ -128,6 +128,7 @@ std::string scaling_part(const pipeline::PipelineConfig& c, const io::VoltageStr
 }
 
 void run(const BenchPipelineOptions& o) {
+  io::check_outputs({o.json});  // before the work: output_file.hpp's rule
   const Backend backend = resolve_backend(parse_backend(o.backend));
   const bool gpu = backend == Backend::cuda;
   io::VoltageStreamInfo info;

@@ -42,6 +42,7 @@ constexpr sim::Burst kBurst{500, 25, 2e-3, 2.0};
 constexpr std::uint64_t kSeed = 20261130;
 
 void run(const Options& o) {
+  io::check_outputs({o.json_path});  // before the work: output_file.hpp's rule
   const DedispBenchSetup d1 = dedisp_bench_setup(o.config);
   const Backend backend = resolve_backend(parse_backend(o.backend));
   sim::FilterbankSimConfig sc;

@@ -262,6 +262,7 @@ std::string part_summary(const char* what, const nlohmann::json& p) {
 }
 
 void run_scaling(const ScalingOptions& o) {
+  io::check_outputs({o.json});  // before the work: output_file.hpp's rule
   const Backend backend = resolve_backend(parse_backend(o.backend));
   require_range<std::int64_t>("--file-samples", o.file_samples, 1024, std::int64_t{1} << 24);
   require_range("--repeats", o.repeats, 1, 100);

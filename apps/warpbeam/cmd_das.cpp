@@ -67,10 +67,8 @@ void run_das(const DasOptions& o) {
     fail(ErrorCategory::invalid_argument, "--out {}: expected .png, .npy, .h5 or .hdf5", o.out);
   if (!o.npy.empty() && extension(o.npy) != ".npy")
     fail(ErrorCategory::invalid_argument, "--npy {}: expected a .npy file", o.npy);
-  // The products' folders must exist before the beamforming (a product written and a second one
-  // failing would leave a partial set).
-  for (const std::string* out : {&o.out, &o.npy})
-    require_parent_folder(*out);
+  // The products must be writable and must not be the input, before the beamforming.
+  io::check_outputs({o.out, o.npy, o.out + ".json"}, {o.input});
   das::SliceAxis axis = das::SliceAxis::y;
   std::int64_t slice_index = -1;
   if (!o.slice.empty()) {
@@ -161,6 +159,7 @@ void run_das(const DasOptions& o) {
       {"storage", o.storage},
       {"sound_speed", c.c},
       {"provenance", provenance()}};
+  io::StagedOutputs staged;  // the product, --npy and the JSON: all or none
   if (ext == ".png") {
     const auto levels = das::bmode_levels(env, o.dynamic_range);  // max over all frames
     const std::int64_t per = shape[0] * shape[1] * shape[2];
@@ -175,11 +174,12 @@ void run_das(const DasOptions& o) {
                        {"index", slice_index}};
     }
     meta["frame"] = o.frame;
-    io::write_png(o.out, frame.data(), static_cast<int>(rows), static_cast<int>(cols), 0.f, 255.f);
+    io::write_png(staged.temp(o.out), frame.data(), static_cast<int>(rows), static_cast<int>(cols),
+                  0.f, 255.f);
   } else if (ext == ".npy") {
-    io::write_npy(o.out, env.data(), vshape);
+    io::write_npy(staged.temp(o.out), env.data(), vshape);
   } else {
-    io::write_hdf5_volume(o.out, "envelope", env.data(), vshape,
+    io::write_hdf5_volume(staged.temp(o.out), "envelope", env.data(), vshape,
                           {{"x_start", grid.x.start},
                            {"x_step", grid.x.step},
                            {"y_start", grid.y.start},
@@ -188,8 +188,9 @@ void run_das(const DasOptions& o) {
                            {"z_step", grid.z.step}},
                           meta);
   }
-  if (!o.npy.empty()) io::write_npy(o.npy, env.data(), vshape);
-  io::write_text_file(o.out + ".json", meta.dump(2) + "\n");
+  if (!o.npy.empty()) io::write_npy(staged.temp(o.npy), env.data(), vshape);
+  io::write_text_file(staged.temp(o.out + ".json"), meta.dump(2) + "\n");
+  staged.commit();
   fmt::print("das: {} frames x {} voxels x {} rx x {} tx ({} {}) -> {}\n", c.batch, c.nvoxels(),
              c.nrx(), c.ntx(), to_string(plan.backend()), das::to_string(plan.algorithm()), o.out);
 }

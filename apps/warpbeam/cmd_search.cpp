@@ -13,6 +13,7 @@
 #include "warpbeam/dist/search.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/candidates.hpp"
+#include "warpbeam/io/output_file.hpp"
 #include "warpbeam/search.hpp"
 
 namespace warpbeam::cli {
@@ -80,9 +81,8 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
       fail(ErrorCategory::invalid_argument,
            "--device {} and --gpus {}: give one (--gpus lists the devices sharing the work)",
            c.device, o.gpus);
-    // The products' folders must exist: fail now, not after a long search.
-    for (const std::string* out : {&o.output, &o.json})
-      require_parent_folder(*out);
+    // The products must be writable, and must not be an input: fail now, not after a long search.
+    io::check_outputs({o.output, o.json}, o.paths);
     dc.files = o.paths;
     dc.search = c;
     dc.backend = parse_backend(o.backend);
@@ -97,21 +97,23 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
   const bool beam_column = o.beam_column || o.paths.size() > 1;
 
   // Rank 0 writes the products; every rank learns whether that worked.
+  // The .cand and the JSON appear together or not at all (and a failure removes neither a file
+  // that was there before nor anything but the command's own temporary files).
   if (comm.is_root()) {
     try {
-      if (!o.output.empty()) io::write_cand(o.output, r.candidates, beam_column);
+      io::StagedOutputs staged;
+      if (!o.output.empty()) io::write_cand(staged.temp(o.output), r.candidates, beam_column);
       if (!o.json.empty()) {
         const auto& f = r.files.front();
         nlohmann::json params = c.to_json();
         params["run"] = f.pieces.size() == 1 ? f.pieces.front().run : nlohmann::json(nullptr);
         if (r.workers > 1) params["distributed"] = r.to_json();
-        io::write_candidates_json(o.json, r.candidates, f.header, f.path, params, f.dms);
+        io::write_candidates_json(staged.temp(o.json), r.candidates, f.header, f.path, params,
+                                  f.dms);
       }
+      staged.commit();
     } catch (...) {
       error = std::current_exception();
-      // The .cand and the JSON appear together or not at all.
-      std::error_code ec;
-      if (!o.output.empty()) std::filesystem::remove(o.output, ec);
     }
   }
   comm.agree(error);

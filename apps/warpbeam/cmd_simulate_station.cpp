@@ -63,6 +63,7 @@ sim::SkySource parse_source(const std::string& s) {
 }
 
 void run_station(const StationOptions& o) {
+  io::check_outputs({o.out, o.out + ".json"});  // before the work: output_file.hpp's rule
   if (o.nchan % io::kTbfChannelsPerFrame)
     fail(ErrorCategory::invalid_argument, "--nchan {} is not a multiple of {} (TBF frames)",
          o.nchan, io::kTbfChannelsPerFrame);

@@ -276,16 +276,8 @@ void write_mat(const std::string& path, const UltrasoundData& d, const nlohmann:
   if ((iq ? d.iq.size() : d.rf.size()) != nl * nc * n3 || d.probe.size() != nc ||
       d.transmits.size() != ntx)
     fail(ErrorCategory::invalid_argument, "write_mat: data, probe and transmits disagree");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  struct Remove {  // no partial product after a failure
-    const std::string& p;
-    bool keep = false;
-    ~Remove() {
-      std::error_code ec;
-      if (!keep) std::filesystem::remove(p, ec);
-    }
-  } guard{tmp};
-  const io::TempFileGuard on_signal(tmp);  // removed if the process is interrupted, too
+  io::OutputPath out(path);  // a temporary file, renamed by commit()
+  const std::string& tmp = out.temp();
   {
     MatPtr mat(Mat_CreateVer(tmp.c_str(), nullptr, MAT_FT_MAT5));
     if (!mat) fail(ErrorCategory::io, "{}: cannot create", path);
@@ -350,10 +342,7 @@ void write_mat(const std::string& path, const UltrasoundData& d, const nlohmann:
     if (!pv || Mat_VarWrite(mat.get(), pv.get(), MAT_COMPRESSION_NONE) != 0)
       fail(ErrorCategory::io, "{}: cannot write provenance", path);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) fail(ErrorCategory::io, "{}: cannot rename the temporary file", path);
-  guard.keep = true;
+  out.commit();
 }
 
 #endif

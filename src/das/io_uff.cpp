@@ -85,25 +85,6 @@ struct H5Id {
   operator hid_t() const { return id; }
 };
 
-// A temporary path renamed over the target by commit(); removed otherwise.
-struct TempPath {
-  std::string path, tmp;
-  io::TempFileGuard on_signal{tmp};  // removed if the process is interrupted, too
-  bool done = false;
-  explicit TempPath(std::string p)
-      : path(std::move(p)), tmp(path + ".tmp." + std::to_string(::getpid())) {}
-  ~TempPath() {
-    std::error_code ec;
-    if (!done) std::filesystem::remove(tmp, ec);
-  }
-  void commit() {
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) fail(ErrorCategory::io, "{}: cannot rename the temporary file", path);
-    done = true;
-  }
-};
-
 void quiet_hdf5() {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
 }
@@ -205,9 +186,9 @@ void write_uff(const std::string& path, const UltrasoundData& d, const nlohmann:
     if (t.kind == das::Transmit::Kind::element_delays)
       fail(ErrorCategory::unsupported,
            "{}: UFF stores plane or spherical waves, not element delays", path);
-  TempPath tp(path);
+  io::OutputPath tp(path);
   {
-    H5Id file(H5Fcreate(tp.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    H5Id file(H5Fcreate(tp.temp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (file.id < 0) fail(ErrorCategory::io, "{}: cannot create", path);
     write_string_attr(file, "version", "v1.2.0");
     write_string_attr(file, "provenance", prov.dump());
@@ -437,9 +418,9 @@ void write_hdf5_volume(const std::string& path, const std::string& name, const f
                        const std::vector<std::pair<std::string, double>>& attrs,
                        const nlohmann::json& prov) {
   quiet_hdf5();
-  TempPath tp(path);
+  io::OutputPath tp(path);
   {
-    H5Id file(H5Fcreate(tp.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    H5Id file(H5Fcreate(tp.temp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (file.id < 0) fail(ErrorCategory::io, "{}: cannot create", path);
     std::vector<hsize_t> dims(shape.begin(), shape.end());
     write_dataset(file, name.c_str(), H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, dims, data);
