@@ -166,6 +166,10 @@ struct Ssmif {
   /// F-engine input k (0-based) -> antenna number (1-based), board-major from SNAP_ANT (the
   /// post-2025 LWA-SV digitisers), else ROACH_ANT, else DP1_ANT; identity when none is given.
   std::vector<int> input_antenna;
+  /// The file gives N_RPD and an RPD_LENG for every cable (else the cables are MCS0031 defaults).
+  bool cable_lengths_given = false;
+  /// The file gives a digitiser map (SNAP_ANT, ROACH_ANT or DP1_ANT) for every input.
+  bool input_map_given = false;
 
   int nstand() const { return static_cast<int>(stand_xyz_m.size()); }
 
@@ -189,12 +193,14 @@ struct TbfStationModel {
 };
 
 /// Builds the model of `tbf_nstand` TBF inputs. Throws format when the SSMIF describes a
-/// different number of stands, or when the two inputs of a TBF stand are not the X (N-S) and Y
-/// (E-W) antennas of one stand.
+/// different number of stands, lacks the cable table or the digitiser map (a truncated file), or
+/// when the two inputs of a TBF stand are not the X (N-S) and Y (E-W) antennas of one stand.
 TbfStationModel tbf_station_model(const Ssmif& ssmif, int tbf_nstand);
 
 /// Parses an SSMIF text file. Throws io when it cannot be read, format for a malformed line, a
-/// missing N_STD, an index out of range or a non-numeric value.
+/// missing N_STD, an index out of range, a non-numeric value, more than 65536 digitiser inputs, or
+/// a declared table with missing entries (N_RPD cables without RPD_LENG each; N_SNAP x N_SNAPCH
+/// inputs without SNAP_ANT each).
 Ssmif read_ssmif(const std::string& path);
 
 }  // namespace warpbeam::io
