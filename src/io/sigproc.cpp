@@ -348,7 +348,7 @@ std::vector<float> FilterbankReader::read_all() {
 void pack_samples(const float* in, int nbits, std::size_t count, std::uint8_t* out,
                   bool is_signed) {
   if (nbits == 32) {
-    std::memcpy(out, in, count * sizeof(float));
+    if (count) std::memcpy(out, in, count * sizeof(float));
     return;
   }
   if (!supported_nbits(nbits))

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -88,6 +89,14 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
   L.backend = backend;
   L.threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
 
+  // Sizes from the header are checked before anything is sized by them (a 327-byte file with
+  // nchans 16777216 built a 17.5 GiB delay table before its 0 samples were noticed).
+  if (h.nsamples < 1)
+    fail(ErrorCategory::format,
+         "'{}' holds no whole time sample ({} channels of {} bits): nothing "
+         "to search",
+         path, h.nchans, h.nbits);
+
   // The user's channel mask.
   L.rfi.zap_sigma = cfg.zap_sigma;
   L.rfi.zero_dm = cfg.zero_dm;
@@ -117,6 +126,24 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
   L.dms = dedisp::dm_list_dedisp(cfg.dm_min, cfg.dm_max, cfg.pulse_width_us, cfg.dm_tolerance,
                                  h.nchans, h.tsamp, h.fch1, h.foff);
   dc.dms = L.dms;
+  {
+    // The largest delay (the last trial's at the lowest frequency) and the table's size, before
+    // the table: the same rounding as delay_table().
+    const double top = std::max(h.fch1, h.fch1 + (h.nchans - 1) * h.foff);
+    const double bottom = std::min(h.fch1, h.fch1 + (h.nchans - 1) * h.foff);
+    const double widest = dedisp::dispersion_delay_s(L.dms.back(), bottom, top) / h.tsamp;
+    if (!(widest < static_cast<double>(h.nsamples)))
+      fail(ErrorCategory::invalid_argument,
+           "'{}' holds {} samples ({:.3f} s) but the dispersion delay at DM {} is {:.0f} samples "
+           "({:.3f} s): lower --dm-max",
+           path, h.nsamples, h.duration_s(), L.dms.back(), widest, widest * h.tsamp);
+    const std::int64_t table = static_cast<std::int64_t>(L.dms.size()) * h.nchans * 4;
+    if (table > cfg.memory_bytes)
+      fail(ErrorCategory::invalid_argument,
+           "the delay table of '{}' ({} DM trials x {} channels) needs {} MiB, more than --memory "
+           "({} MiB): raise --memory or lower --dm-max",
+           path, L.dms.size(), h.nchans, table >> 20, cfg.memory_bytes >> 20);
+  }
   L.delays = dedisp::delay_table(dc);
   dc.dms.clear();
   const std::int64_t ndm = L.ndms();
@@ -217,6 +244,7 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
 
 std::vector<int> parse_channel_list(const std::string& spec) {
   std::vector<int> out;
+  std::vector<std::pair<long, long>> ranges;
   std::size_t pos = 0;
   while (pos <= spec.size()) {
     const std::size_t comma = std::min(spec.find(',', pos), spec.size());
@@ -226,22 +254,40 @@ std::vector<int> parse_channel_list(const std::string& spec) {
       if (spec.empty()) break;
       fail(ErrorCategory::invalid_argument, "--zap-chans '{}': empty item", spec);
     }
+    // from_chars, not sscanf: an out-of-range number is an error, not undefined behaviour.
+    const auto number = [](std::string_view t, long& v) {
+      while (!t.empty() && t.front() == ' ')
+        t.remove_prefix(1);
+      while (!t.empty() && t.back() == ' ')
+        t.remove_suffix(1);
+      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      return !t.empty() && ec == std::errc() && end == t.data() + t.size();
+    };
     long a = 0, b = 0;
-    char dash = 0, extra = 0;
-    const int got = std::sscanf(item.c_str(), "%ld%c%ld%c", &a, &dash, &b, &extra);
-    if (got == 1) {
-      b = a;
-    } else if (!(got == 3 && dash == '-')) {
+    const std::size_t dash = item.find('-', 1);
+    const bool ok = dash == std::string::npos
+                        ? number(item, a) && number(item, b)
+                        : number(std::string_view(item).substr(0, dash), a) &&
+                              number(std::string_view(item).substr(dash + 1), b);
+    if (!ok)
       fail(ErrorCategory::invalid_argument,
            "--zap-chans: '{}' is not a channel or a range such as 10-20", item);
-    }
     if (a < 0 || b < a || b > (1 << 24))
       fail(ErrorCategory::invalid_argument, "--zap-chans: '{}' is not a valid channel range", item);
+    ranges.emplace_back(a, b);
+  }
+  // Overlapping ranges merged before they are expanded: the list holds each channel once, at
+  // most 2^24 + 1 of them (twenty "0-16777216" took 2.3 GB when expanded one by one).
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<long, long>> merged;
+  for (const auto& r : ranges)
+    if (!merged.empty() && r.first <= merged.back().second + 1)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  for (const auto& [a, b] : merged)
     for (long c = a; c <= b; ++c)
       out.push_back(static_cast<int>(c));
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
