@@ -32,8 +32,8 @@ struct StationOptions {
 };
 
 // "l,m,flux" or "l,m,flux,q,u,v".
-sim::SkySource parse_source(const std::string& s) {
-  sim::SkySource src;
+sim::StationSource parse_source(const std::string& s) {
+  sim::StationSource src;
   double v[6] = {0, 0, 1, 0, 0, 0};
   int n = 0;
   std::size_t at = 0;
