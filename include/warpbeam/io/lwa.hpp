@@ -53,6 +53,10 @@ struct TbfFrameHeader {
   std::int64_t time_tag = 0;
 };
 
+/// The kind of LWA frame an id byte names ("LWA TBF" for 1, "LWA COR (correlator visibility)"
+/// for 2, "LWA TBX" for 8, "unknown LWA" otherwise): frames of one sync word, told apart by it.
+std::string lwa_frame_name(int id);
+
 /// Decodes the 24 header bytes of a frame. Does not validate (TbfReader does).
 TbfFrameHeader decode_tbf_header(const std::uint8_t* bytes);
 /// Encodes a header into 24 bytes (nstand 256 is written as 0, as the LWA-SV F-engine does).
