@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "bench/bench.hpp"
 #include "core/cuda_check.hpp"
-#include "warpbeam/bench.hpp"
 #include "warpbeam/device.hpp"
 
 namespace warpbeam::bench {

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "warpbeam/bench.hpp"
+#include "bench/bench.hpp"
 #include "warpbeam/core.hpp"
 #include "warpbeam/device.hpp"
 

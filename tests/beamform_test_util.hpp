@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "warpbeam/beamform.hpp"
-#include "warpbeam/voltages.hpp"
+#include "warpbeam/sample_type.hpp"
 
 namespace bftest {
 

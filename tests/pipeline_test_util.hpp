@@ -9,7 +9,7 @@
 #include "warpbeam/beamform.hpp"
 #include "warpbeam/io/guppi.hpp"
 #include "warpbeam/pipeline.hpp"
-#include "warpbeam/sim_voltages.hpp"
+#include "warpbeam/sim/voltages.hpp"
 
 namespace pltest {
 

@@ -9,7 +9,7 @@
 #include "beamform_test_util.hpp"
 #include "test_util.hpp"
 #include "warpbeam/beamform.hpp"
-#include "warpbeam/voltages.hpp"
+#include "warpbeam/sample_type.hpp"
 
 using namespace warpbeam;
 using namespace warpbeam::beamform;

@@ -12,7 +12,7 @@
 #include "warpbeam/io/image.hpp"
 #include "warpbeam/io/lwa.hpp"
 #include "warpbeam/io/sigproc.hpp"
-#include "warpbeam/sim_voltages.hpp"
+#include "warpbeam/sim/voltages.hpp"
 
 using namespace warpbeam;
 using namespace warpbeam::io;

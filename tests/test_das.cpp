@@ -55,11 +55,11 @@ std::vector<std::complex<double>> naive_das(const DasConfig& c, const std::vecto
         const auto k = static_cast<std::int64_t>(std::floor(i));
         const double f = i - k;
         const std::complex<double> rot =
-            c.sample_type == SampleType::iq ? std::polar(1.0, 2 * kPi * c.fc * tau) : 1.0;
+            c.signal == Signal::iq ? std::polar(1.0, 2 * kPi * c.fc * tau) : 1.0;
         for (std::int64_t b = 0; b < B; ++b) {
           const std::int64_t base = ((b * M + m) * Q + q) * K + k;
           std::complex<double> s0, s1;
-          if (c.sample_type == SampleType::iq) {
+          if (c.signal == Signal::iq) {
             s0 = std::complex<double>(iq[base]);
             s1 = std::complex<double>(iq[base + 1]);
           } else {
@@ -102,9 +102,9 @@ std::vector<cf> random_iq(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-DasConfig small_config(SampleType type) {
+DasConfig small_config(Signal type) {
   DasConfig c;
-  c.sample_type = type;
+  c.signal = type;
   c.batch = 5;
   c.nsamples = 301;
   c.fs = 20e6;
@@ -136,7 +136,7 @@ std::vector<cf> run_cpu(const DasConfig& c, const std::vector<float>& rf,
   DasPlan plan(c, Backend::cpu);
   std::vector<cf> out(static_cast<std::size_t>(c.batch * c.nvoxels()));
   View<cf, 2> o(out.data(), plan.output_shape());
-  if (c.sample_type == SampleType::iq)
+  if (c.signal == Signal::iq)
     plan.execute(View<const cf, 4>(iq.data(), plan.input_shape()), o);
   else
     plan.execute(View<const float, 4>(rf.data(), plan.input_shape()), o);
@@ -146,7 +146,7 @@ std::vector<cf> run_cpu(const DasConfig& c, const std::vector<float>& rf,
 }  // namespace
 
 TEST(Das, IqMatchesNaiveLoopWithHannApertureAndTxWeights) {
-  DasConfig c = small_config(SampleType::iq);
+  DasConfig c = small_config(Signal::iq);
   c.fnumber = 1.3;
   c.window = Window::hann;
   c.tx_weights = wbtest::random_floats(static_cast<std::size_t>(c.ntx() * c.nvoxels()), 4, 0.2, 1);
@@ -157,7 +157,7 @@ TEST(Das, IqMatchesNaiveLoopWithHannApertureAndTxWeights) {
 }
 
 TEST(Das, RfMatchesNaiveLoopFullAperture) {
-  DasConfig c = small_config(SampleType::rf);
+  DasConfig c = small_config(Signal::rf);
   const auto rf =
       wbtest::random_floats(static_cast<std::size_t>(c.batch * c.nrx() * c.ntx() * c.nsamples), 8);
   const auto ref = naive_das(c, transmit_delays(c), rf, {});
@@ -169,7 +169,7 @@ TEST(Das, RfMatchesNaiveLoopFullAperture) {
 
 TEST(Das, RowColumnArrayDivergingWavesTukeyMatchNaiveLoop) {
   DasConfig c;
-  c.sample_type = SampleType::iq;
+  c.signal = Signal::iq;
   c.batch = 3;
   c.nsamples = 257;
   c.fs = 12e6;
@@ -206,7 +206,7 @@ TEST(Das, TransmitDelaysFollowTheWaveModels) {
 }
 
 TEST(Das, BadConfigsAreRejected) {
-  DasConfig c = small_config(SampleType::iq);
+  DasConfig c = small_config(Signal::iq);
   auto expect_invalid = [](DasConfig cfg, const char* what) {
     try {
       DasPlan p(cfg, Backend::cpu);
@@ -306,13 +306,13 @@ TEST(Das, BmodeLevelsAndSlices) {
 // f-number F. Lateral -6 dB width of the receive sinc: 1.2067 lambda F; axial -6 dB width of the
 // Gaussian pulse envelope over the two-way path: 2 ln 2 c / (pi B). I/Q: envelope |I/Q|; RF: the
 // RF itself beamformed, envelope from its analytic signal along depth (dz = 5 um < lambda / 4).
-void check_point_spread(SampleType type, double fs) {
+void check_point_spread(Signal type, double fs) {
   sim::UltrasoundSimConfig s;
   s.probe = linear_array(128, 0.15e-3);
   s.transmits = {Transmit::plane(0)};
   const Vec3 target{1.0e-3, 0, 20e-3};
   s.scatterers = {target};
-  s.sample_type = type;
+  s.signal = type;
   s.fc = 5e6;
   s.bandwidth = 0.6;
   s.fs = fs;
@@ -322,7 +322,7 @@ void check_point_spread(SampleType type, double fs) {
   const auto data = sim::simulate_ultrasound(s);
 
   DasConfig c;
-  c.sample_type = type;
+  c.signal = type;
   c.batch = 1;
   c.nsamples = s.nsamples;
   c.fs = s.fs;
@@ -337,7 +337,7 @@ void check_point_spread(SampleType type, double fs) {
   const auto out = run_cpu(c, data.rf, data.iq);
   const auto nx = g.x.size(), nz = g.z.size();
   std::vector<float> env;
-  if (type == SampleType::iq) {
+  if (type == Signal::iq) {
     env = envelope(out.data(), static_cast<std::int64_t>(out.size()));
   } else {
     std::vector<float> re(out.size());
@@ -365,19 +365,19 @@ void check_point_spread(SampleType type, double fs) {
   std::printf(
       "PSF (%s): peak at (%.4f, %.4f) mm, -6 dB lateral %.4f mm (theory %.4f), axial %.4f mm "
       "(theory %.4f)\n",
-      type == SampleType::iq ? "I/Q" : "RF", g.x.at(ix) * 1e3, g.z.at(iz) * 1e3, lateral * 1e3,
+      type == Signal::iq ? "I/Q" : "RF", g.x.at(ix) * 1e3, g.z.at(iz) * 1e3, lateral * 1e3,
       lateral_theory * 1e3, axial * 1e3, axial_theory * 1e3);
   EXPECT_NEAR(lateral / lateral_theory, 1.0, 0.10) << lateral << " vs " << lateral_theory;
   EXPECT_NEAR(axial / axial_theory, 1.0, 0.10) << axial << " vs " << axial_theory;
 }
 
 TEST(Das, PointSpreadFunctionMatchesTheory) {
-  check_point_spread(SampleType::iq, 20e6);
+  check_point_spread(Signal::iq, 20e6);
 }
 
 // RF beamformed directly needs several samples per period for its linear interpolation: 8 here.
 TEST(Das, PointSpreadFunctionMatchesTheoryWhenBeamformingRf) {
-  check_point_spread(SampleType::rf, 40e6);
+  check_point_spread(Signal::rf, 40e6);
 }
 
 // The analytic signal along depth: a tone with a whole number of periods has a flat envelope;
@@ -435,7 +435,7 @@ TEST(Das, RealPwiDiskBmodeCorrelatesWithPyMust) {
   EXPECT_NEAR(d.bandwidth, 0.15, 1e-12);
   const auto iq = rf_to_iq(d.rf.data(), d.batch * d.nrx, d.nsamples, d.fs, d.fc, d.t0, d.bandwidth);
   DasConfig c;
-  c.sample_type = SampleType::iq;
+  c.signal = Signal::iq;
   c.batch = d.batch;
   c.nsamples = d.nsamples;
   c.fs = d.fs;
@@ -485,7 +485,7 @@ TEST(Das, UffRoundTripOfASimulatedMatrixProbe) {
   s.transmits[1].delay = 1e-7;
   s.scatterers = {{0.5e-3, -0.2e-3, 8e-3}, {-1e-3, 0.4e-3, 10e-3}};
   s.amplitudes = {1.0, -0.5};
-  s.sample_type = SampleType::iq;
+  s.signal = Signal::iq;
   s.fs = 10e6;
   s.fc = 3e6;
   s.nsamples = 160;
@@ -495,7 +495,7 @@ TEST(Das, UffRoundTripOfASimulatedMatrixProbe) {
   wbtest::TempDir t;
   io::write_uff(t.file("a.uff"), d, {{"test", 1}});
   const auto r = io::read_uff(t.file("a.uff"));
-  EXPECT_EQ(r.sample_type, SampleType::iq);
+  EXPECT_EQ(r.signal, Signal::iq);
   EXPECT_EQ(r.batch, 2);
   EXPECT_EQ(r.nrx, 30);
   EXPECT_EQ(r.ntx, 2);
@@ -525,7 +525,7 @@ TEST(Das, MatRoundTripKeepsTheTransmitTiming) {
   s.probe = linear_array(48, 0.2e-3);
   s.transmits = {Transmit::plane(-0.2), Transmit::plane(0.0), Transmit::plane(0.25)};
   s.scatterers = {{0.3e-3, 0, 6e-3}};
-  s.sample_type = SampleType::rf;
+  s.signal = Signal::rf;
   s.fs = 25e6;
   s.fc = 5e6;
   s.nsamples = 300;

@@ -99,7 +99,7 @@ TEST(DasFast, FloatDelaysDecideAsTheDoublePathOnRandomPairs) {
 // last sample. The float path must ask for double there (or decide as it would).
 TEST(DasFast, FloatDelaysDeferToDoubleOnTheBoundaries) {
   DasConfig c;
-  c.sample_type = SampleType::iq;
+  c.signal = Signal::iq;
   c.batch = 1;
   c.nsamples = 300;
   c.fs = 20e6;

@@ -44,7 +44,7 @@ std::vector<Vec3> random_voxels(std::size_t n, std::uint32_t seed, double hw, do
 // Channel data of a config: floats (RF) or interleaved complex floats (IQ), uniform in [-1, 1).
 std::vector<float> random_input(const DasConfig& c, std::uint32_t seed) {
   const std::size_t n = static_cast<std::size_t>(c.batch * c.nrx() * c.ntx() * c.nsamples) *
-                        (c.sample_type == SampleType::iq ? 2 : 1);
+                        (c.signal == Signal::iq ? 2 : 1);
   std::vector<float> v(n);
   std::uint64_t x = 0x9e3779b97f4a7c15ull ^ seed;
   for (auto& f : v) {
@@ -59,7 +59,7 @@ std::vector<float> random_input(const DasConfig& c, std::uint32_t seed) {
 void execute(const DasPlan& plan, const float* in, cf* out, Space space,
              const Stream* s = nullptr) {
   const View<cf, 2> o(out, plan.output_shape(), space);
-  if (plan.config().sample_type == SampleType::iq)
+  if (plan.config().signal == Signal::iq)
     plan.execute(View<const cf, 4>(reinterpret_cast<const cf*>(in), plan.input_shape(), space), o,
                  s);
   else
@@ -147,7 +147,7 @@ void check_all(const char* shape, const DasConfig& c, std::uint32_t seed,
 
 DasConfig odd_linear_iq() {
   DasConfig c;
-  c.sample_type = SampleType::iq;
+  c.signal = Signal::iq;
   c.batch = 13;
   c.nsamples = 277;
   c.fs = 17e6;
@@ -173,7 +173,7 @@ TEST(DasGpu, OddShapeIqAllVariants) {
 TEST(DasGpu, OddShapeRfRowColumnDivergingAllVariants) {
   WB_REQUIRE_GPU();
   DasConfig c;
-  c.sample_type = SampleType::rf;
+  c.signal = Signal::rf;
   c.batch = 7;
   c.nsamples = 333;
   c.fs = 31e6;
@@ -191,7 +191,7 @@ TEST(DasGpu, OddShapeMatrixIqBatchOneAndThirtyThree) {
   WB_REQUIRE_GPU();
   for (std::int64_t batch : {1, 33}) {
     DasConfig c;
-    c.sample_type = SampleType::iq;
+    c.signal = Signal::iq;
     c.batch = batch;
     c.nsamples = 190;
     c.fs = 7.3e6;
@@ -205,9 +205,9 @@ TEST(DasGpu, OddShapeMatrixIqBatchOneAndThirtyThree) {
 
 TEST(DasGpu, EveryTilingOfBlAndBiMatchesCpu) {
   WB_REQUIRE_GPU();
-  for (SampleType type : {SampleType::iq, SampleType::rf}) {
+  for (Signal type : {Signal::iq, Signal::rf}) {
     DasConfig c = odd_linear_iq();
-    c.sample_type = type;
+    c.signal = type;
     c.batch = 70;  // several batch tiles, a partial last one
     const auto in = random_input(c, 11);
     DeviceArray<float> d_in(in.size());
@@ -236,8 +236,7 @@ TEST(DasGpu, EveryTilingOfBlAndBiMatchesCpu) {
               ct.tuning.warp_frames = t;
             ct.tuning.threads_per_block = threads;
             ct.tuning.delay_bits = b;
-            check_variant(type == SampleType::iq ? "tiles-iq" : "tiles-rf", ct, v, in, d_in, ref,
-                          {});
+            check_variant(type == Signal::iq ? "tiles-iq" : "tiles-rf", ct, v, in, d_in, ref, {});
           }
     }
   }
@@ -266,7 +265,7 @@ TEST(DasGpu, ReferenceShapeU2AllVariants) {
 TEST(DasGpu, OddGridWithPartialTilesAllVariants) {
   WB_REQUIRE_GPU();
   DasConfig c;
-  c.sample_type = SampleType::iq;
+  c.signal = Signal::iq;
   c.batch = 37;
   c.nsamples = 251;
   c.fs = 12e6;
@@ -288,7 +287,7 @@ TEST(DasGpu, OddGridWithPartialTilesAllVariants) {
 TEST(DasGpu, BoundaryVoxelsMatchCpuInEveryVariant) {
   WB_REQUIRE_GPU();
   DasConfig c;
-  c.sample_type = SampleType::iq;
+  c.signal = Signal::iq;
   c.batch = 24;
   c.nsamples = 300;
   c.fs = 20e6;

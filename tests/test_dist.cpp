@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "epic_test_util.hpp"
-#include "search/pipeline.hpp"
+#include "search/file_search.hpp"
 #include "test_util.hpp"
 #include "warpbeam/dist/comm.hpp"
 #include "warpbeam/dist/epic.hpp"

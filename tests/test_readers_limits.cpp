@@ -29,7 +29,7 @@
 // Both simulators' headers in one file: two structs named sim::SkySource were an ODR violation
 // (and this include pair did not compile) until the station's became sim::StationSource.
 #include "warpbeam/sim/station.hpp"
-#include "warpbeam/sim_voltages.hpp"
+#include "warpbeam/sim/voltages.hpp"
 
 using namespace warpbeam;
 namespace fs = std::filesystem;

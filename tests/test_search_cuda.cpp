@@ -23,7 +23,7 @@
 #include "warpbeam/unpack.hpp"
 #ifdef WARPBEAM_HAVE_CUDA
 #include "search/cuda_search.hpp"
-#include "search/pipeline.hpp"
+#include "search/file_search.hpp"
 #endif
 
 using namespace warpbeam;

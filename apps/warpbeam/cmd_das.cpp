@@ -147,10 +147,10 @@ void run_das(const DasOptions& o) {
   if (o.frame < 0 || o.frame >= d.batch)
     fail(ErrorCategory::invalid_argument, "--frame {} is outside [0, {}]", o.frame, d.batch - 1);
   const bool rf_mode = o.beamform == "rf";
-  if (rf_mode && d.sample_type != das::SampleType::rf)
+  if (rf_mode && d.signal != das::Signal::rf)
     fail(ErrorCategory::invalid_argument,
          "--beamform rf needs RF channel data, but {} holds I/Q: beamform it as I/Q", o.input);
-  c.sample_type = rf_mode ? das::SampleType::rf : das::SampleType::iq;
+  c.signal = rf_mode ? das::Signal::rf : das::Signal::iq;
   c.batch = d.batch;
   c.nsamples = d.nsamples;
   c.fs = d.fs;
@@ -171,7 +171,7 @@ void run_das(const DasOptions& o) {
           "das: the depth step {:.3g} m is >= lambda / 4 = {:.3g} m: the beamformed RF carrier "
           "aliases along depth and its envelope is unreliable (use a finer z step, or I/Q)",
           grid.z.step, lambda / 4);
-  } else if (d.sample_type == das::SampleType::iq) {
+  } else if (d.signal == das::Signal::iq) {
     iq = d.iq;
   } else {
     if (!(d.fc > 0)) fail(ErrorCategory::format, "{}: RF data without a centre frequency", o.input);
@@ -221,7 +221,7 @@ void run_das(const DasOptions& o) {
       {"beamformed", rf_mode ? "rf" : "iq"},
       {"envelope", rf_mode ? "analytic signal of the beamformed RF along depth (FFT)"
                            : "magnitude of the beamformed I/Q"},
-      {"demodulated_bandwidth", !rf_mode && d.sample_type == das::SampleType::rf ? bandwidth : 0.0},
+      {"demodulated_bandwidth", !rf_mode && d.signal == das::Signal::rf ? bandwidth : 0.0},
       {"dynamic_range_db", o.dynamic_range},
       {"backend", std::string(to_string(plan.backend()))},
       {"algorithm", std::string(das::to_string(plan.algorithm()))},

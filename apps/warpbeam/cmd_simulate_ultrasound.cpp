@@ -84,7 +84,7 @@ void run_simulate(const SimOptions& o) {
     fail(ErrorCategory::invalid_argument, "--wave '{}' is not plane or diverging", o.wave);
   }
   s.scatterers = points(o.points, "--points");
-  s.sample_type = o.iq ? das::SampleType::iq : das::SampleType::rf;
+  s.signal = o.iq ? das::Signal::iq : das::Signal::rf;
   s.fc = o.fc;
   s.fs = o.fs;
   s.bandwidth = o.bandwidth;

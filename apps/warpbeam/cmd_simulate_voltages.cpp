@@ -7,7 +7,7 @@
 #include "beamform_cli.hpp"
 #include "commands.hpp"
 #include "warpbeam/format.hpp"
-#include "warpbeam/sim_voltages.hpp"
+#include "warpbeam/sim/voltages.hpp"
 
 namespace warpbeam::cli {
 

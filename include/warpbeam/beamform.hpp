@@ -29,7 +29,7 @@
 
 #include "warpbeam/core.hpp"
 #include "warpbeam/device.hpp"
-#include "warpbeam/voltages.hpp"
+#include "warpbeam/sample_type.hpp"
 
 namespace warpbeam::beamform {
 

@@ -48,7 +48,7 @@ namespace warpbeam::das {
 using Vec3 = std::array<double, 3>;  ///< (x, y, z) in metres
 
 /// Real radio-frequency samples or complex baseband (I/Q) samples.
-enum class SampleType { rf, iq };
+enum class Signal { rf, iq };
 
 /// Kernel variant (CUDA). The CPU backend has one implementation, the fp32 reference.
 /// - baseline (BL): a thread per voxel and a tile of frames, data in the input layout, receive
@@ -76,7 +76,7 @@ enum class Window { boxcar, hann, tukey };
 std::string_view to_string(Algorithm a);
 std::string_view to_string(Storage s);
 std::string_view to_string(Window w);
-std::string_view to_string(SampleType t);
+std::string_view to_string(Signal t);
 /// Parse "auto"/"automatic", "bl"/"baseline", "bi"/"batch_inner", "tc"/"tensor_core",
 /// "tcw"/"tensor_core_window".
 Algorithm parse_algorithm(std::string_view s);
@@ -155,7 +155,7 @@ struct CudaTuning {
 };
 
 struct DasConfig {
-  SampleType sample_type = SampleType::iq;
+  Signal signal = Signal::iq;
   std::int64_t batch = 1;     ///< frames per execute()
   std::int64_t nsamples = 0;  ///< samples per (frame, rx, tx)
   double fs = 0;              ///< sampling frequency (Hz) of the (RF or IQ) samples
@@ -231,7 +231,7 @@ class DasPlan {
   double points() const;
   const std::vector<double>& tx_delays() const { return tx_delays_; }
 
-  /// Beamforms RF (sample_type rf) or IQ (sample_type iq) channel data. Host memory for the cpu
+  /// Beamforms RF (signal rf) or IQ (signal iq) channel data. Host memory for the cpu
   /// backend, device memory for cuda (asynchronous on `stream`; finished on return when stream
   /// is null). Throws invalid_argument on a shape, sample-type or memory-space mismatch.
   void execute(View<const float, 4> rf, View<std::complex<float>, 2> out,

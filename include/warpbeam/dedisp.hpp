@@ -73,7 +73,7 @@ struct CudaTuning {
 /// combination is checked against the shape when a plan is made).
 void validate(const CudaTuning& t);
 
-/// Tile sizes of the CPU kernel (src/dedisp/cpu.cpp); 0 means "the default measured on the
+/// Tile sizes of the CPU kernel (src/dedisp/cpu_tiled.cpp); 0 means "the default measured on the
 /// development machine" (docs/PERFORMANCE.md).
 struct CpuTuning {
   int dms_per_tile = 0;      ///< DM trials one tile accumulates (its rows stay in L1)

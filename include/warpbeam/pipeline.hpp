@@ -6,7 +6,7 @@
 // It is the file search (search.hpp, search_filterbank()) run on every beam of a beamformer
 // (beamform.hpp) as the beams are formed: each beam's power [time][chan] is a float32 filterbank
 // (tsamp = the voltages' tsamp x integration, fch1/foff = the voltage channels), cut into the
-// same gulps as search_filterbank() would cut that filterbank (search/pipeline.hpp's
+// same gulps as search_filterbank() would cut that filterbank (search/file_search.hpp's
 // plan_file_search: owned ranges of `gulp` samples, a margin of boxcar_max samples each side,
 // input rows [p0, p1 + max_delay)). Blocks of voltages arrive one at a time; their beams are
 // appended to a buffer of rows per beam, and every gulp whose rows are all there is searched for

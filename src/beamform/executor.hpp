@@ -1,7 +1,7 @@
 #pragma once
 // Internal: the kernels behind a BeamformPlan. One implementation per backend and algorithm
-// (cpu.cpp; cuda.cu = register-tiled, cuda_stream.cu = register-stream, cuda_mma.cu = tensor
-// cores, cuda_gemm.cu = cuBLAS); plan.cpp picks one.
+// (cpu.cpp; cuda_register_tiled.cu = register-tiled, cuda_register_stream.cu = register-stream,
+// cuda_tensor_core.cu = tensor cores, cuda_cublas_fp16.cu = cuBLAS); plan.cpp picks one.
 #include <complex>
 #include <cstdint>
 #include <memory>
@@ -31,12 +31,13 @@ class Executor {
 };
 
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
-/// Defined in cuda.cu (register_tiled), cuda_stream.cu (register_stream), cuda_mma.cu
-/// (tensor_core), cuda_gemm.cu (cublas_fp16); plan.cpp calls them only in a CUDA build.
-std::unique_ptr<Executor> make_cuda_executor(const PlanData& plan);
-std::unique_ptr<Executor> make_cuda_stream_executor(const PlanData& plan);
-std::unique_ptr<Executor> make_cuda_mma_executor(const PlanData& plan);
-std::unique_ptr<Executor> make_cuda_gemm_executor(const PlanData& plan);
+/// Defined in cuda_register_tiled.cu (register_tiled), cuda_register_stream.cu (register_stream),
+/// cuda_tensor_core.cu (tensor_core), cuda_cublas_fp16.cu (cublas_fp16); plan.cpp calls them only
+/// in a CUDA build.
+std::unique_ptr<Executor> make_register_tiled_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_register_stream_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_tensor_core_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_cublas_fp16_executor(const PlanData& plan);
 
 /// Defaults of algorithm `a`'s CUDA kernel (sm_90), and the check that a tuning is one of the
 /// compiled instantiations; zeros for algorithms without tunables.

@@ -202,16 +202,16 @@ BeamformPlan::BeamformPlan(BeamformConfig config, Backend backend)
 #ifdef WARPBEAM_HAVE_CUDA
     switch (algorithm_) {
       case Algorithm::tensor_core:
-        exec_ = detail::make_cuda_mma_executor(data);
+        exec_ = detail::make_tensor_core_executor(data);
         break;
       case Algorithm::register_stream:
-        exec_ = detail::make_cuda_stream_executor(data);
+        exec_ = detail::make_register_stream_executor(data);
         break;
       case Algorithm::cublas_fp16:
-        exec_ = detail::make_cuda_gemm_executor(data);
+        exec_ = detail::make_cublas_fp16_executor(data);
         break;
       default:
-        exec_ = detail::make_cuda_executor(data);
+        exec_ = detail::make_register_tiled_executor(data);
         break;
     }
 #endif
@@ -239,8 +239,8 @@ void BeamformPlan::set_weights(View<const std::complex<float>, 4> w, const Strea
   }
   if (uses_fp16(algorithm_)) {
     // What the fp16 kernels apply: each component rounded to half precision (and clamped to
-    // its range) in cuda_mma.cu / cuda_gemm.cu; mirror the rounding here so a CPU plan can use the
-    // same weights.
+    // its range) in cuda_tensor_core.cu / cuda_cublas_fp16.cu; mirror the rounding here so a CPU
+    // plan can use the same weights.
     for (auto& x : weights_)
       x = {round_to_half(x.real()), round_to_half(x.imag())};
   }

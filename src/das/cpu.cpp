@@ -19,7 +19,7 @@ class CpuExecutor final : public Executor {
   explicit CpuExecutor(const PlanData& p) {
     const auto& c = p.config;
     bp_ = (c.batch + 7) / 8 * 8;
-    planes_ = c.sample_type == SampleType::iq ? 2 : 1;
+    planes_ = c.signal == Signal::iq ? 2 : 1;
     buf_.assign(static_cast<std::size_t>(c.ntx() * c.nrx() * c.nsamples * planes_ * bp_), 0.f);
   }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Internal: the kernel behind a DasPlan. One executor per backend and variant (cpu.cpp,
-// cuda_bl.cu, cuda_bi.cu, cuda_tc.cu); plan.cpp picks one. Each gets the validated config, the
-// transmit delay table and the constants of the delay model.
+// cuda_baseline.cu, cuda_batch_inner.cu, cuda_tensor_core.cu); plan.cpp picks one. Each gets the
+// validated config, the transmit delay table and the constants of the delay model.
 #include <complex>
 #include <cstdint>
 #include <memory>
@@ -49,9 +49,9 @@ class Executor {
 
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
 // Defined in the .cu files; in a build without CUDA, plan.cpp never calls them.
-std::unique_ptr<Executor> make_cuda_bl_executor(const PlanData& plan);
-std::unique_ptr<Executor> make_cuda_bi_executor(const PlanData& plan);
-std::unique_ptr<Executor> make_cuda_tc_executor(const PlanData& plan);
-std::unique_ptr<Executor> make_cuda_tcw_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_baseline_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_batch_inner_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_tensor_core_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_tensor_core_window_executor(const PlanData& plan);
 
 }  // namespace warpbeam::das::detail

@@ -166,7 +166,7 @@ Grid parse_grid(std::string_view spec) {
 
 DasConfig reference_config(std::string_view name) {
   DasConfig c;
-  c.sample_type = SampleType::iq;
+  c.signal = Signal::iq;
   c.transmits = {Transmit::plane(0)};
   if (name == "U1") {
     // PWI_disk.mat's acquisition (../shared/data/README.md) on bmode_PWI_disk.mat's grid.

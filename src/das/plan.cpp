@@ -40,8 +40,8 @@ std::string_view to_string(Window w) {
   }
   return "?";
 }
-std::string_view to_string(SampleType t) {
-  return t == SampleType::iq ? "iq" : "rf";
+std::string_view to_string(Signal t) {
+  return t == Signal::iq ? "iq" : "rf";
 }
 
 Algorithm parse_algorithm(std::string_view s) {
@@ -84,7 +84,7 @@ void DasConfig::validate() const {
   if (!std::isfinite(t0)) fail(ErrorCategory::invalid_argument, "t0 = {} s must be finite", t0);
   if (!(c > 0) || !std::isfinite(c))
     fail(ErrorCategory::invalid_argument, "sound speed c = {} m/s must be > 0", c);
-  if (sample_type == SampleType::iq && (!(fc > 0) || !std::isfinite(fc)))
+  if (signal == Signal::iq && (!(fc > 0) || !std::isfinite(fc)))
     fail(ErrorCategory::invalid_argument, "IQ data need the centre frequency fc > 0 Hz, not {}",
          fc);
   if (probe.positions.empty()) fail(ErrorCategory::invalid_argument, "the probe has no elements");
@@ -195,7 +195,7 @@ DelayParams make_delay_params(const DasConfig& c) {
   p.last_index = static_cast<double>(c.nsamples - 1);
   p.window = c.window == Window::hann ? 1 : c.window == Window::tukey ? 2 : 0;
   p.tukey_alpha = static_cast<float>(c.tukey_alpha);
-  p.iq = c.sample_type == SampleType::iq ? 1 : 0;
+  p.iq = c.signal == Signal::iq ? 1 : 0;
   return p;
 }
 
@@ -280,16 +280,16 @@ DasPlan::DasPlan(DasConfig config, Backend backend)
 #ifdef WARPBEAM_HAVE_CUDA
     switch (algorithm_) {
       case Algorithm::baseline:
-        exec_ = detail::make_cuda_bl_executor(data);
+        exec_ = detail::make_baseline_executor(data);
         break;
       case Algorithm::batch_inner:
-        exec_ = detail::make_cuda_bi_executor(data);
+        exec_ = detail::make_batch_inner_executor(data);
         break;
       case Algorithm::tensor_core:
-        exec_ = detail::make_cuda_tc_executor(data);
+        exec_ = detail::make_tensor_core_executor(data);
         break;
       case Algorithm::tensor_core_window:
-        exec_ = detail::make_cuda_tcw_executor(data);
+        exec_ = detail::make_tensor_core_window_executor(data);
         break;
       case Algorithm::automatic:
         break;
@@ -322,9 +322,9 @@ template <class T>
 void check_views(const DasPlan& plan, const View<T, 4>& in,
                  const View<std::complex<float>, 2>& out) {
   constexpr bool iq = std::is_same_v<std::remove_const_t<T>, std::complex<float>>;
-  if (iq && plan.config().sample_type != SampleType::iq)
+  if (iq && plan.config().signal != Signal::iq)
     fail(ErrorCategory::invalid_argument, "this plan is for RF data: pass real samples");
-  if (!iq && plan.config().sample_type != SampleType::rf)
+  if (!iq && plan.config().signal != Signal::rf)
     fail(ErrorCategory::invalid_argument, "this plan is for IQ data: pass complex samples");
   const Space space = plan.backend() == Backend::cuda ? Space::device : Space::host;
   require_view(in, plan.input_shape(), space, iq ? "DAS input (IQ)" : "DAS input (RF)");

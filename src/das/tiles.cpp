@@ -1,6 +1,6 @@
-// Voxel tiles for the tensor-core window kernel (cuda_tcw.cu): 16 voxels whose sample indices
-// for any one receiver lie within a few samples, so that one window of 8 samples covers both
-// interpolation taps of every voxel in the tile.
+// Voxel tiles for the tensor-core window kernel (cuda_tensor_core_window.cu): 16 voxels whose
+// sample indices for any one receiver lie within a few samples, so that one window of 8 samples
+// covers both interpolation taps of every voxel in the tile.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // CPU dedispersion, direct variant (Algorithm::direct): the first, untiled loop, kept as the
-// baseline that `warpbeam bench dedisp` measures the tiled kernel (cpu.cpp) against. The gulp is
-// unpacked to [time][chan] float32; each DM trial (OpenMP) adds whole channel rows read with a
+// baseline that `warpbeam bench dedisp` measures the tiled kernel (cpu_tiled.cpp) against. The gulp
+// is unpacked to [time][chan] float32; each DM trial (OpenMP) adds whole channel rows read with a
 // stride of nchans, so nothing is reused from cache.
 #include <omp.h>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Internal: the kernel behind a DedispersionPlan. One implementation per backend (cpu.cpp,
+// Internal: the kernel behind a DedispersionPlan. One implementation per backend (cpu_tiled.cpp,
 // cuda_dispatch.cpp); plan.cpp picks one. Each gets the validated config and the delay table.
 #include <cstdint>
 #include <memory>

@@ -1,4 +1,5 @@
-// DedispersionPlan: validation, the delay table, and the choice of executor (cpu.cpp / cuda.cu).
+// DedispersionPlan: validation, the delay table, and the choice of executor (cpu_tiled.cpp and
+// cpu_direct.cpp; cuda_dispatch.cpp).
 #include <algorithm>
 #include <cmath>
 

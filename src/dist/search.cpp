@@ -14,7 +14,7 @@
 #include <tuple>
 
 #include "dist/pack.hpp"
-#include "search/pipeline.hpp"
+#include "search/file_search.hpp"
 #include "warpbeam/dedisp.hpp"
 #include "warpbeam/device.hpp"
 #include "warpbeam/format.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // Internal: the GPU search's host side (plain C++; CUDA builds only). Two building blocks, one of
 // each per CUDA stream, shared by the CUDA SearchExecutor (SearchPlan) and the streaming file
-// search (pipeline_cuda.cpp):
+// search (file_search_cuda.cpp):
 //   CudaPlaneSearcher  stages 1-7 of warpbeam/search.hpp on DM-time planes that live on the GPU;
 //                      only the peaks come back;
 //   CudaGulpCleaner    the RFI stage of a gulp on the GPU: packed samples in, cleaned float32

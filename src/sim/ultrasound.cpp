@@ -48,7 +48,7 @@ void add_speckle(UltrasoundSimConfig& config, const das::Vec3& lo, const das::Ve
 io::UltrasoundData simulate_ultrasound(const UltrasoundSimConfig& s) {
   s.validate();
   io::UltrasoundData d;
-  d.sample_type = s.sample_type;
+  d.signal = s.signal;
   d.batch = s.frames;
   d.nrx = static_cast<std::int64_t>(s.probe.size());
   d.ntx = static_cast<std::int64_t>(s.transmits.size());
@@ -71,7 +71,7 @@ io::UltrasoundData simulate_ultrasound(const UltrasoundSimConfig& s) {
   const double sigma = std::sqrt(2 * std::log(2.0)) / (M_PI * s.bandwidth * s.fc);
   const double half = 4.5 * sigma;  // pulse support (amplitude < 4e-5 beyond)
   const std::int64_t B = d.batch, M = d.nrx, Q = d.ntx, K = d.nsamples;
-  const bool iq = s.sample_type == das::SampleType::iq;
+  const bool iq = s.signal == das::Signal::iq;
   // One noiseless frame [rx][tx][sample], then copies with noise.
   std::vector<std::complex<double>> frame(static_cast<std::size_t>(M * Q * K));
 #pragma omp parallel for collapse(2) schedule(dynamic)

@@ -1,6 +1,6 @@
-// Simulated antenna voltages (include/warpbeam/sim_voltages.hpp): sky sources, a dispersed
+// Simulated antenna voltages (include/warpbeam/sim/voltages.hpp): sky sources, a dispersed
 // pulsar, receiver noise; quantised and written as GUPPI raw with NANTS.
-#include "warpbeam/sim_voltages.hpp"
+#include "warpbeam/sim/voltages.hpp"
 
 #include <omp.h>
 

@@ -4,7 +4,7 @@
 // .cand file, as the search by one process with one worker.
 //
 // How it stays identical:
-// - every worker runs the file search's own gulp runner (src/search/pipeline.hpp:
+// - every worker runs the file search's own gulp runner (src/search/file_search.hpp:
 //   run_gulps_cpu / run_gulps_cuda) on its gulps or DM range, with the gulp the whole run agreed
 //   on: each
 //   rank plans every file for each of its workers (the host memory bound counts the node's cores

@@ -17,10 +17,10 @@ namespace warpbeam::io {
 
 /// Channel data [batch][rx][tx][sample] with what a beamformer needs to know about them.
 struct UltrasoundData {
-  das::SampleType sample_type = das::SampleType::rf;
+  das::Signal signal = das::Signal::rf;
   std::int64_t batch = 0, nrx = 0, ntx = 0, nsamples = 0;
-  std::vector<float> rf;                 // [batch][rx][tx][sample] (sample_type rf)
-  std::vector<std::complex<float>> iq;   // [batch][rx][tx][sample] (sample_type iq)
+  std::vector<float> rf;                 // [batch][rx][tx][sample] (signal rf)
+  std::vector<std::complex<float>> iq;   // [batch][rx][tx][sample] (signal iq)
   double fs = 0;                         ///< sampling frequency (Hz)
   double fc = 0;                         ///< centre / demodulation frequency (Hz)
   double c = 1540;                       ///< sound speed (m/s)

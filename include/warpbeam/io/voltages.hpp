@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "warpbeam/io/sigproc.hpp"
-#include "warpbeam/voltages.hpp"
+#include "warpbeam/sample_type.hpp"
 
 namespace warpbeam::io {
 

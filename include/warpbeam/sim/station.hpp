@@ -23,7 +23,7 @@
 
 namespace warpbeam::sim {
 
-/// A point source of the station simulator (named apart from sim_voltages.hpp's SkySource: two
+/// A point source of the station simulator (named apart from sim/voltages.hpp's SkySource: two
 /// different structs of one name in one namespace broke the one-definition rule, and the linker
 /// kept one copy of the vector code for both, reading past the smaller one).
 struct StationSource {

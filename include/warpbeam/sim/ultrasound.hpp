@@ -24,7 +24,7 @@ struct UltrasoundSimConfig {
   std::vector<das::Transmit> transmits;
   std::vector<das::Vec3> scatterers;  ///< positions (m)
   std::vector<double> amplitudes;     ///< [scatterers]; empty = all 1
-  das::SampleType sample_type = das::SampleType::rf;
+  das::Signal signal = das::Signal::rf;
   double fc = 5e6;         ///< centre frequency (Hz)
   double bandwidth = 0.6;  ///< fractional -6 dB bandwidth
   double fs = 20e6;        ///< sampling frequency (Hz)
