@@ -10,6 +10,11 @@ WB_APT_PACKAGES=(cmake ninja-build g++ pkg-config git file python3 python3-pip
   clang-format)
 # The beamformer's tracking (RA, Dec) beams: ERFA for ICRS -> observed coordinates.
 WB_APT_PACKAGES+=(liberfa-dev)
+# The .mat reader's structure check inflates compressed elements (zlib, also matio's).
+WB_APT_PACKAGES+=(zlib1g-dev)
+# The sanitized build and the fuzz targets (scripts/test, scripts/fuzz): clang with its ASan,
+# UBSan and libFuzzer runtimes and its OpenMP.
+WB_APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
 # PyPI packages: header-only CUDA libraries (cuFFTDx, CUTLASS/CuTe) and the Python checks.
 WB_PIP_PACKAGES=(nvidia-mathdx==25.6.0 nvidia-cutlass==4.2.0.0 numpy astropy)
 
@@ -56,4 +61,13 @@ wb_build() {
   cmake --build --preset "$preset" -j "$(nproc)"
   WB_BUILD_DIR=$WB_ROOT/$( [ "$preset" = cuda ] && echo build-cuda || echo build )
   export WB_BUILD_DIR
+}
+
+# The `sanitize` preset (clang, ASan + UBSan, libFuzzer targets) into build-sanitize/.
+wb_build_sanitize() {
+  cd "$WB_ROOT"
+  wb_log "configuring (preset sanitize)"
+  cmake --preset sanitize >/dev/null
+  wb_log "building the sanitized tests and fuzz targets with $(nproc) jobs"
+  cmake --build --preset sanitize -j "$(nproc)"
 }
