@@ -34,6 +34,38 @@ std::int64_t cpu_memory_need(const io::FilterbankHeader& h, std::int64_t L, std:
          chunk * L * 4 + std::int64_t{threads} * L * 24;
 }
 
+// The largest --dm-max (from cfg.dm_min) whose DM list's last trial delays the lowest channel by
+// at most nsamples - need samples (the rounding of delay_table()); -1 when even --dm-min does not.
+double largest_dm_max(const FileSearchConfig& cfg, const io::FilterbankHeader& h,
+                      std::int64_t need) {
+  const double top = std::max(h.fch1, h.fch1 + (h.nchans - 1) * h.foff);
+  const double bottom = std::min(h.fch1, h.fch1 + (h.nchans - 1) * h.foff);
+  const double per_dm = dedisp::dispersion_delay_s(1.0, bottom, top) / h.tsamp;  // samples
+  const double room = static_cast<double>(h.nsamples - need);
+  auto fits = [&](double dm_max) {
+    const auto dms = dedisp::dm_list_dedisp(cfg.dm_min, dm_max, cfg.pulse_width_us,
+                                            cfg.dm_tolerance, h.nchans, h.tsamp, h.fch1, h.foff);
+    return std::lround(dms.back() * per_dm) <= room;
+  };
+  if (room < 0 || !fits(cfg.dm_min)) return -1;
+  double dm = per_dm > 0 ? room / per_dm : cfg.dm_max;
+  for (int i = 0; i < 200 && dm > cfg.dm_min && !fits(dm); ++i)
+    dm = std::max(cfg.dm_min, dm * 0.99);  // the list may step past dm_max: back off
+  return std::floor(dm * 100) / 100;
+}
+
+// "lower --dm-max to X" or, when no DM range fits, why.
+std::string dm_max_advice(const FileSearchConfig& cfg, const io::FilterbankHeader& h,
+                          std::int64_t need) {
+  const double dm = largest_dm_max(cfg, h, need);
+  if (dm < 0)
+    return fmt::format(
+        "the file is too short to search from DM {} (it needs at least {} samples "
+        "after the largest delay)",
+        cfg.dm_min, need);
+  return fmt::format("lower --dm-max to at most {:.2f}", dm);
+}
+
 // Host buffers of the CUDA search: two pinned gulps of packed rows.
 std::int64_t cuda_host_need(const io::FilterbankHeader& h, std::int64_t L, std::int32_t max_delay) {
   return 2 * (L + max_delay) * static_cast<std::int64_t>(h.bytes_per_sample());
@@ -107,6 +139,16 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
            h.nchans - 1, path);
     L.rfi.zap[static_cast<std::size_t>(c)] = 1;
   }
+  // A search that cannot find anything fails with the reason (issue 18, B5): zero-DM subtraction
+  // of one channel subtracts the channel itself, and no channel leaves nothing.
+  const auto unmasked = static_cast<int>(std::count(L.rfi.zap.begin(), L.rfi.zap.end(), 0));
+  if (unmasked == 0)
+    fail(ErrorCategory::invalid_argument, "--zap-chans zaps every channel of '{}'", path);
+  if (cfg.zero_dm && unmasked < 2)
+    fail(ErrorCategory::invalid_argument,
+         "'{}' has {} channel{} left to search: zero-DM subtraction (the default) would subtract "
+         "it from itself and leave nothing; give --no-zero-dm",
+         path, unmasked, unmasked == 1 ? "" : "s");
 
   // DM list and delays.
   auto& dc = L.dedisp;
@@ -132,11 +174,12 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
     const double top = std::max(h.fch1, h.fch1 + (h.nchans - 1) * h.foff);
     const double bottom = std::min(h.fch1, h.fch1 + (h.nchans - 1) * h.foff);
     const double widest = dedisp::dispersion_delay_s(L.dms.back(), bottom, top) / h.tsamp;
-    if (!(widest < static_cast<double>(h.nsamples)))
+    if (!(widest + kMinBoxcars <= static_cast<double>(h.nsamples)))
       fail(ErrorCategory::invalid_argument,
            "'{}' holds {} samples ({:.3f} s) but the dispersion delay at DM {} is {:.0f} samples "
-           "({:.3f} s): lower --dm-max",
-           path, h.nsamples, h.duration_s(), L.dms.back(), widest, widest * h.tsamp);
+           "({:.3f} s), and the search needs {} more: {}",
+           path, h.nsamples, h.duration_s(), L.dms.back(), widest, widest * h.tsamp, kMinBoxcars,
+           dm_max_advice(cfg, h, kMinBoxcars));
     const std::int64_t table = static_cast<std::int64_t>(L.dms.size()) * h.nchans * 4;
     if (table > cfg.memory_bytes)
       fail(ErrorCategory::invalid_argument,
@@ -149,11 +192,14 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
   const std::int64_t ndm = L.ndms();
   L.max_delay = L.trial_max_delay(ndm - 1);
   L.nout = h.nsamples - L.max_delay;
-  if (L.nout < 1)
+  // Boxcars need kMinBoxcars valid centres (even width 1): fewer output samples search nothing
+  // ("boxcars 1-0", "no candidates", exit 0 before issue 18, B6).
+  if (L.nout < kMinBoxcars)
     fail(ErrorCategory::invalid_argument,
          "'{}' holds {} samples ({:.3f} s) but the dispersion delay at DM {} is {} samples "
-         "({:.3f} s): lower --dm-max",
-         path, h.nsamples, h.duration_s(), L.dms.back(), L.max_delay, L.max_delay * h.tsamp);
+         "({:.3f} s), leaving {} to search where at least {} are needed: {}",
+         path, h.nsamples, h.duration_s(), L.dms.back(), L.max_delay, L.max_delay * h.tsamp, L.nout,
+         kMinBoxcars, dm_max_advice(cfg, h, kMinBoxcars));
 
   // The per-plane search.
   L.margin = cfg.boxcar_max;
@@ -204,6 +250,11 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
   while (cfg.gulp == 0 && gulp > min_gulp && !fits(plane_len(gulp), ndm))
     gulp = std::max(min_gulp, gulp / 2);
   const std::int64_t len = plane_len(gulp);
+  if (widest_boxcar(sc, len, 0) < 1)
+    fail(ErrorCategory::invalid_argument,
+         "--gulp {} gives planes of {} samples, fewer than the {} a boxcar search needs: a longer "
+         "--gulp (or 0)",
+         cfg.gulp, len, kMinBoxcars);
   // The largest chunk of DM trials that fits (the budgets are linear in the chunk).
   std::int64_t chunk = 0;
   if (!cuda) {
@@ -351,6 +402,19 @@ nlohmann::json FileSearchConfig::to_json() const {
           {"autotune", autotune}};
 }
 
+void SearchResult::add_zapped(const std::vector<std::uint8_t>& gulp_reasons) {
+  if (zapped.size() < gulp_reasons.size()) zapped.resize(gulp_reasons.size(), kZapNone);
+  for (std::size_t c = 0; c < gulp_reasons.size(); ++c)
+    if (zapped[c] == kZapNone) zapped[c] = gulp_reasons[c];
+}
+
+std::vector<int> SearchResult::zapped_channels(std::uint8_t reason) const {
+  std::vector<int> out;
+  for (std::size_t c = 0; c < zapped.size(); ++c)
+    if (zapped[c] == reason) out.push_back(static_cast<int>(c));
+  return out;
+}
+
 nlohmann::json SearchResult::to_json() const {
   return {{"backend", backend},
           {"ndms", dms.size()},
@@ -368,6 +432,10 @@ nlohmann::json SearchResult::to_json() const {
           {"bytes_to_device", bytes_to_device},
           {"bytes_from_device", bytes_from_device},
           {"min_channels_kept", min_channels_kept},
+          {"zapped_channels",
+           {{"mask", zapped_channels(kZapMask)},
+            {"dead_or_nonfinite", zapped_channels(kZapDead)},
+            {"outlier", zapped_channels(kZapOutlier)}}},
           {"seconds",
            {{"read", seconds_read},
             {"rfi", seconds_rfi},
@@ -427,6 +495,7 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
     const auto t0 = std::chrono::steady_clock::now();
     const detail::GulpRange r = L.gulp_range(gp.gulp);
     res.min_channels_kept = std::min(res.min_channels_kept, gp.channels_kept);
+    res.add_zapped(gp.zap_reason);
     clusterer.add(gp.peaks);
     const auto done =
         gp.gulp + 1 < L.gulps ? clusterer.take_final(r.own_end - L.margin) : clusterer.finish();

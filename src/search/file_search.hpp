@@ -72,7 +72,8 @@ FileSearchLayout plan_file_search(const std::string& path, const io::FilterbankH
 struct GulpPeaks {
   std::int64_t gulp = 0;
   std::vector<Peak> peaks;
-  int channels_kept = 0;  ///< channels RFI cleaning kept in this gulp
+  int channels_kept = 0;                 ///< channels RFI cleaning kept in this gulp
+  std::vector<std::uint8_t> zap_reason;  ///< per channel: RfiReport::reason of this gulp
 };
 using PeakSink = std::function<void(GulpPeaks&&)>;
 

@@ -87,6 +87,7 @@ void run_gulps_cpu(const FileSearchLayout& L, std::int64_t dm_begin, std::int64_
     GulpPeaks out;
     out.gulp = g;
     out.channels_kept = rep.kept();
+    out.zap_reason = rep.reason;
     for (std::int64_t d0 = dm_begin; d0 < dm_end; d0 += L.chunk) {
       const std::int64_t d1 = std::min(dm_end, d0 + L.chunk);
       plane.resize(static_cast<std::size_t>((d1 - d0) * len));

@@ -65,6 +65,7 @@ struct Worker {
   std::vector<std::unique_ptr<Event>> dedisped, searched;  // per chunk (Events cannot move)
   std::int64_t gulp = -1;                                  // the gulp in flight, -1: none
   int kept = 0;
+  std::vector<std::uint8_t> zap_reason;  // of the gulp in flight (RfiReport::reason)
 };
 
 }  // namespace
@@ -181,6 +182,7 @@ void run_gulps_cuda(const FileSearchLayout& L, std::int64_t dm_begin, std::int64
     const RfiReport rep = w.cleaner.enqueue_clean(L.rfi, &w.stream);
     w.cleaned.record(&w.stream);
     w.kept = rep.kept();
+    w.zap_reason = rep.reason;
     enqueue_chunks(w, r);
     w.gulp = g;
   };
@@ -197,6 +199,7 @@ void run_gulps_cuda(const FileSearchLayout& L, std::int64_t dm_begin, std::int64
     GulpPeaks out;
     out.gulp = w.gulp;
     out.channels_kept = w.kept;
+    out.zap_reason = w.zap_reason;
     out.peaks.reserve(found.size());
     auto it = found.begin();
     for (const auto& c : chunks) {

@@ -23,13 +23,16 @@ void decide_channels(RfiReport& r, const RfiConfig& config) {
   // Zap: the user's mask, dead channels, then outliers of sigma among the rest.
   const int nchans = static_cast<int>(r.median.size());
   r.keep.assign(r.median.size(), 1);
+  r.reason.assign(r.median.size(), kZapNone);
   r.zapped_by_mask = r.zapped_dead = r.zapped_outlier = 0;
   for (int c = 0; c < nchans; ++c) {
     if (!config.zap.empty() && config.zap[c]) {
       r.keep[c] = 0;
+      r.reason[c] = kZapMask;
       ++r.zapped_by_mask;
     } else if (!(r.sigma[c] > 0) || !std::isfinite(r.sigma[c]) || !std::isfinite(r.median[c])) {
       r.keep[c] = 0;
+      r.reason[c] = kZapDead;
       ++r.zapped_dead;
     }
   }
@@ -51,6 +54,7 @@ void decide_channels(RfiReport& r, const RfiConfig& config) {
       for (int c = 0; c < nchans; ++c)
         if (r.keep[c] && std::abs(r.sigma[c] - med) > limit) {
           r.keep[c] = 0;
+          r.reason[c] = kZapOutlier;
           ++r.zapped_outlier;
         }
     }
