@@ -47,6 +47,14 @@ void print_file(const dist::FileReport& f, const search::FileSearchConfig& c,
   if (r.files.size() == 1)
     fmt::print(" in {:.2f} s ({:.2f}x real time)", r.seconds, searched * h.tsamp / r.seconds);
   fmt::print("\n");
+  // Every channel RFI cleaning zapped, by reason (a NaN or Inf sample zaps its channel as dead).
+  const auto& z = run.at("zapped_channels");
+  const auto nz = [&](const char* k) { return z.at(k).size(); };
+  if (nz("mask") + nz("dead_or_nonfinite") + nz("outlier") > 0)
+    fmt::print(
+        "zapped channels (in at least one gulp): {} by --zap-chans, {} dead or non-finite "
+        "(NaN/Inf), {} outliers; {} kept at least (list in --json: zapped_channels)\n",
+        nz("mask"), nz("dead_or_nonfinite"), nz("outlier"), run.at("min_channels_kept").get<int>());
   if (widest < c.boxcar_max)
     fmt::print("(boxcars wider than {} need a longer --baseline or more data: see --help)\n",
                widest);
@@ -125,7 +133,10 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
     fmt::print("{} file(s) on {} worker(s) ({} rank(s), {}) in {:.2f} s\n", r.files.size(),
                r.workers, r.ranks, r.backend, r.seconds);
   fmt::print("{} candidate(s)\n", r.candidates.size());
-  print_candidates(r.candidates, r.files.front().header.tsamp, o.top);
+  std::vector<double> tsamps;  // beam b is file b: each candidate's width in its own file's tsamp
+  for (const auto& f : r.files)
+    tsamps.push_back(f.header.tsamp);
+  print_candidates(r.candidates, tsamps, o.top);
 }
 
 }  // namespace
