@@ -60,8 +60,8 @@ std::string dm_max_advice(const FileSearchConfig& cfg, const io::FilterbankHeade
   const double dm = largest_dm_max(cfg, h, need);
   if (dm < 0)
     return fmt::format(
-        "the file is too short to search from DM {} (it needs at least {} samples "
-        "after the largest delay)",
+        "no --dm-max works: the file is too short to search from DM {} (--dm-min; the search "
+        "needs at least {} samples after the largest delay)",
         cfg.dm_min, need);
   return fmt::format("lower --dm-max to at most {:.2f}", dm);
 }
