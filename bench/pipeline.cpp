@@ -160,9 +160,9 @@ void bench_pipeline(const PipelineBenchOptions& o) {
   c.search.dm_min = 0;
   c.search.dm_max = o.dm_max;
   c.search.baseline_s = 1.0;
-  c.search.progress = false;
+  c.run.progress = false;
   c.search.boxcar_max = 256;
-  c.search.gulp = 4096;  // beam samples: several gulps, so that searches interleave with blocks
+  c.run.gulp = 4096;  // beam samples: several gulps, so that searches interleave with blocks
 
   // Random ci4 voltages: a few distinct blocks, reused. On cuda they are pinned (as a capture
   // buffer would be) unless --pageable: pageable blocks are staged through a pinned buffer by a
@@ -221,7 +221,7 @@ void bench_pipeline(const PipelineBenchOptions& o) {
         static_cast<double>(r.bytes_from_device) / r.beam_bytes, r.beam_bytes / 1e6);
     // Baseline: one search stream.
     auto c1 = c;
-    c1.search.gpu_streams = 1;
+    c1.run.gpu_streams = 1;
     const auto b1 = run_once(c1, info, nblocks, blocks, backend);
     rec["baseline_one_stream"] = b1.to_json();
     rec["speedup_vs_one_stream"] = b1.seconds_total / r.seconds_total;

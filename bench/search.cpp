@@ -72,16 +72,17 @@ void bench_search(const SearchBenchOptions& o) {
   search::FileSearchConfig cfg;
   cfg.dm_min = 0;
   cfg.dm_max = 1000;  // D1's DM range and list rule (40 us, tolerance 1.25)
-  cfg.threads = o.threads;
-  cfg.progress = false;
-  cfg.autotune = o.autotune;
-  cfg.memory_bytes = std::int64_t{8} << 30;
+  search::RunOptions run;
+  run.threads = o.threads;
+  run.progress = false;
+  run.autotune = o.autotune;
+  run.memory_bytes = std::int64_t{8} << 30;
   std::vector<double> seconds;
   search::SearchResult r;
   for (int i = 0; i < std::max(o.repeats, 1); ++i) {
     fmt::print(stderr, "bench search: run {} of {} ({})\n", i + 1, o.repeats, to_string(backend));
     const auto t0 = std::chrono::steady_clock::now();
-    r = search::search_filterbank(fil, cfg, backend);
+    r = search::search_filterbank(fil, cfg, run, backend);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::vector<double> sorted = seconds;
@@ -109,6 +110,8 @@ void bench_search(const SearchBenchOptions& o) {
   cli::print_candidates(r.candidates, sc.tsamp_s, 5);
 
   if (!o.json_path.empty()) {
+    json params = cfg.to_json();
+    params.update(run.to_json());
     json top = json::object();
     if (!r.candidates.empty()) {
       const auto& c = r.candidates.front();
@@ -132,7 +135,7 @@ void bench_search(const SearchBenchOptions& o) {
                 {"bytes_from_device", r.bytes_from_device},
                 {"simulation_seconds", sim_s},
                 {"run", r.to_json()},
-                {"parameters", cfg.to_json()},
+                {"parameters", params},
                 {"injected",
                  {{"dm", kBurst.dm},
                   {"snr", kBurst.snr},

@@ -184,7 +184,7 @@ nlohmann::json search_part(const SearchScalingOptions& o, Backend backend,
   dc.files = remove.paths;
   dc.backend = backend;
   dc.search.dm_max = o.dm_max;
-  dc.search.progress = false;
+  dc.run.progress = false;
   nlohmann::json runs;
   std::string first_cands;
   bool identical = true;

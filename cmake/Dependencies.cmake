@@ -44,3 +44,32 @@ else()
 endif()
 find_package(GTest QUIET)
 find_package(benchmark QUIET)
+
+# Live streams (src/stream): cpp-httplib for the status page (--http); spead2 (built by
+# scripts/build-spead2 into a cache folder outside git) for SPEAD capture and sending.
+warpbeam_optional_pkg(HTTPLIB cpp-httplib "the live status page (--http)")
+set(WARPBEAM_SPEAD2_ROOT "" CACHE PATH "spead2's install folder (scripts/build-spead2)")
+set(_wb_spead2_hints ${WARPBEAM_SPEAD2_ROOT})
+if(DEFINED ENV{WARPBEAM_DEPS})
+  list(APPEND _wb_spead2_hints $ENV{WARPBEAM_DEPS}/spead2-4.5.1)
+endif()
+list(APPEND _wb_spead2_hints $ENV{HOME}/.cache/warpbeam-deps/spead2-4.5.1)
+find_path(WARPBEAM_SPEAD2_INCLUDE spead2/recv_chunk_stream.h HINTS ${_wb_spead2_hints}
+          PATH_SUFFIXES include NO_DEFAULT_PATH)
+find_library(WARPBEAM_SPEAD2_LIBRARY NAMES libspead2.a spead2 HINTS ${_wb_spead2_hints}
+             PATH_SUFFIXES lib NO_DEFAULT_PATH)
+find_path(WARPBEAM_LIBDIVIDE_INCLUDE libdivide.h)
+find_path(WARPBEAM_BOOST_ASIO_INCLUDE boost/asio.hpp)
+if(WARPBEAM_SPEAD2_INCLUDE AND WARPBEAM_SPEAD2_LIBRARY AND WARPBEAM_LIBDIVIDE_INCLUDE
+   AND WARPBEAM_BOOST_ASIO_INCLUDE)
+  set(WARPBEAM_HAVE_SPEAD2 ON)
+  add_library(warpbeam_spead2 INTERFACE IMPORTED)
+  target_include_directories(warpbeam_spead2 SYSTEM INTERFACE ${WARPBEAM_SPEAD2_INCLUDE})
+  target_link_libraries(warpbeam_spead2 INTERFACE ${WARPBEAM_SPEAD2_LIBRARY} Threads::Threads
+                        ${CMAKE_DL_LIBS})
+  message(STATUS "warpbeam: spead2 found (${WARPBEAM_SPEAD2_LIBRARY})")
+else()
+  set(WARPBEAM_HAVE_SPEAD2 OFF)
+  message(STATUS "warpbeam: spead2 not found (run scripts/build-spead2; needs libdivide-dev and "
+                 "Boost): SPEAD capture and sending disabled")
+endif()

@@ -15,8 +15,15 @@ WB_APT_PACKAGES+=(zlib1g-dev)
 # The sanitized build and the fuzz targets (scripts/test, scripts/fuzz): clang with its ASan,
 # UBSan and libFuzzer runtimes and its OpenMP.
 WB_APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
+# Live streams: cpp-httplib (the status page), libdivide and Boost (spead2, built from its PyPI
+# sdist by scripts/build-spead2), chromium and curl (the status page's test).
+WB_APT_PACKAGES+=(libcpp-httplib-dev libdivide-dev libboost-dev chromium curl)
 # PyPI packages: header-only CUDA libraries (cuFFTDx, CUTLASS/CuTe) and the Python checks.
 WB_PIP_PACKAGES=(nvidia-mathdx==25.6.0 nvidia-cutlass==4.2.0.0 numpy astropy)
+# The Python package (python/: nanobind, scikit-build-core) and its pytest suite's references
+# (PyMUST's DAS, your's filterbank reader, h5py, matplotlib for the tutorial).
+WB_PIP_PACKAGES+=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest scipy h5py pymust==0.1.9 your
+  matplotlib)
 
 wb_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -43,6 +50,8 @@ wb_install_deps() {
     "$py" -m pip install -q --disable-pip-version-check "${pipmissing[@]}" 2>&1 \
       | grep -v -E "Running pip as the 'root' user|^$" || true
   fi
+  # spead2's C++ library, cached outside git (a few minutes the first time on a machine).
+  "$WB_ROOT/scripts/build-spead2" || wb_log "WARNING: spead2 did not build: SPEAD streams disabled"
 }
 
 # The preset: cuda when nvcc is on the PATH (or in /usr/local/cuda), else the CPU-only default.
@@ -56,7 +65,8 @@ wb_build() {
   [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
   cd "$WB_ROOT"
   wb_log "configuring (preset $preset)"
-  cmake --preset "$preset" >/dev/null
+  # The Python module is built for the python3 that runs the tests (not whichever CMake finds).
+  cmake --preset "$preset" -DPython_EXECUTABLE="$(command -v "${WB_PYTHON:-python3}")" >/dev/null
   wb_log "building with $(nproc) jobs"
   cmake --build --preset "$preset" -j "$(nproc)"
   WB_BUILD_DIR=$WB_ROOT/$( [ "$preset" = cuda ] && echo build-cuda || echo build )

@@ -84,8 +84,8 @@ inline warpbeam::pipeline::PipelineConfig library_config(const Observation& obs)
   c.search.dm_max = 5;
   c.search.baseline_s = 0.01;
   c.search.boxcar_max = 64;
-  c.search.threads = 2;
-  c.search.progress = false;
+  c.run.threads = 2;
+  c.run.progress = false;
   return c;
 }
 

@@ -1,4 +1,5 @@
 // Dedispersion on the CPU: DM lists, delays, and the plan against a naive loop written here.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -245,4 +246,42 @@ TEST(DedispCpu, BadTuningIsAnInvalidArgument) {
     EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("dms_per_tile"), std::string::npos);
   }
+}
+
+// Plans report their workspace (as cufftGetSize): the estimate made before a plan exists is what
+// the plan then holds (the CPU kernels' scratch and delay table), checked against the sizes the
+// kernels need: the unpacked [kept channel][time] rows and [ndm][kept channel] delays.
+TEST(DedispCpu, WorkspaceIsReportedAndEstimated) {
+  for (int nbits : {2, 8, 32})
+    for (bool mask : {false, true})
+      for (Algorithm a : {Algorithm::automatic, Algorithm::direct}) {
+        auto c = odd_config(nbits);
+        c.algorithm = a;
+        if (mask) {
+          c.killmask.assign(static_cast<std::size_t>(c.nchans), 1);
+          for (int ch = 0; ch < c.nchans; ch += 3)
+            c.killmask[static_cast<std::size_t>(ch)] = 0;
+        }
+        SCOPED_TRACE("nbits " + std::to_string(nbits) + (mask ? " mask " : " ") + to_string(a));
+        const DedispersionPlan plan(c, Backend::cpu);
+        const Workspace w = plan.workspace();
+        EXPECT_EQ(w.device_bytes, 0);
+        EXPECT_EQ(DedispersionPlan::estimate_workspace(c, Backend::cpu).host_bytes, w.host_bytes);
+        const std::int64_t kept =
+            mask ? std::count(c.killmask.begin(), c.killmask.end(), 1) : c.nchans;
+        const std::int64_t ndm = plan.ndms();
+        if (a == Algorithm::direct) {
+          EXPECT_EQ(w.host_bytes, c.nsamples_in * c.nchans * 4);
+        } else {
+          EXPECT_GE(w.host_bytes, kept * c.nsamples_in * 4 + ndm * kept * 4);
+          EXPECT_LE(w.host_bytes, kept * (c.nsamples_in + 16) * 4 + ndm * kept * 4);
+        }
+        // Linear in the DM trials, as the file search's budget assumes.
+        auto none = c, one = c;
+        none.dms.clear();
+        one.dms.resize(1);
+        const auto e0 = DedispersionPlan::estimate_workspace(none, Backend::cpu).host_bytes;
+        const auto e1 = DedispersionPlan::estimate_workspace(one, Backend::cpu).host_bytes;
+        EXPECT_EQ(e0 + ndm * (e1 - e0), w.host_bytes);
+      }
 }

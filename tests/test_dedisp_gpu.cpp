@@ -201,6 +201,30 @@ TEST(DedispGpu, MatchesCpuOnRandomInput) {
   }
 }
 
+// The CUDA plans report their device workspace, and the estimate made before a plan exists (tile
+// tables counted for one-DM tiles) bounds it, within 4x (the tables of one-DM tiles are at most
+// three times those of any tile), so that budgets are not wasted. Every
+// variant, every shape (the wide-span shape halves its DM tile), channel-major float input.
+TEST(DedispGpu, WorkspaceIsBoundedByTheEstimate) {
+  WB_REQUIRE_GPU();
+  for (const Shape& s : shapes())
+    for (Algorithm a : {Algorithm::direct, Algorithm::tiled, Algorithm::packed})
+      for (bool channel_major : {false, true}) {
+        if (channel_major && (a != Algorithm::tiled || s.zap_fraction > 0)) continue;
+        DedispersionConfig c = make_config(s, channel_major ? 32 : 8, false);
+        c.algorithm = a;
+        c.channel_major = channel_major;
+        const DedispersionPlan plan(c, Backend::cuda);
+        const Workspace w = plan.workspace();
+        const Workspace e = DedispersionPlan::estimate_workspace(c, Backend::cuda);
+        SCOPED_TRACE(s.name + " " + to_string(a) + (channel_major ? " channel-major" : ""));
+        EXPECT_GT(w.device_bytes, 0);
+        EXPECT_GE(e.device_bytes, w.device_bytes);
+        EXPECT_LE(e.device_bytes, 4 * w.device_bytes);
+        EXPECT_EQ(w.host_bytes, 0);
+      }
+}
+
 TEST(DedispGpu, DirectMatchesCpu) {
   WB_REQUIRE_GPU();
   check_algorithm(Algorithm::direct, {{}}, {1, 2, 4, 8, 16, 32});

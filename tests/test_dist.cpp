@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "epic_test_util.hpp"
-#include "search/file_search.hpp"
+#include "search/gulp_searcher.hpp"
 #include "test_util.hpp"
 #include "warpbeam/dist/comm.hpp"
 #include "warpbeam/dist/epic.hpp"
@@ -49,9 +49,13 @@ void expect_covers(const std::vector<std::vector<SearchTask>>& p,
 }
 
 search::FileSearchConfig quiet() {
-  search::FileSearchConfig c;
-  c.progress = false;
-  return c;
+  return {};
+}
+
+search::RunOptions quiet_run() {
+  search::RunOptions r;
+  r.progress = false;
+  return r;
 }
 
 // A simulated observation: `beams` files of 64 channels (a burst in some of them, at a DM and a
@@ -74,10 +78,11 @@ std::vector<std::string> multibeam(const wbtest::TempDir& dir, int beams, double
 }
 
 std::string cand_text(const std::vector<std::string>& files, const search::FileSearchConfig& c,
-                      int cpu_workers) {
+                      int cpu_workers, const search::RunOptions& run = quiet_run()) {
   DistSearchConfig dc;
   dc.files = files;
   dc.search = c;
+  dc.run = run;
   dc.cpu_workers = cpu_workers;
   const auto r = search_files(dc, Comm());
   EXPECT_EQ(r.workers, std::max(1, cpu_workers));
@@ -274,33 +279,41 @@ TEST(SearchSlices, SlicesFindExactlyTheWholeListsPeaksAndCandidates) {
   const auto path = wbtest::data_file("filterbank/burst_28.fil");
   auto c = quiet();
   c.snr_min = 5;  // many peaks, so that the comparison means something
-  c.threads = 4;  // what the memory bound counts
-  const auto h = io::read_filterbank_header(path);
-  namespace sd = search::detail;
+  auto run = quiet_run();
+  run.threads = 4;  // what the memory bound counts
+  const auto source = io::open_filterbank(path);
+  const auto& h = source->header();
   auto collect = [](std::vector<search::Peak>& to, std::vector<std::int64_t>& gulps) {
-    return [&to, &gulps](sd::GulpPeaks&& gp) {
+    return [&to, &gulps](search::GulpPeaks&& gp) {
       gulps.push_back(gp.gulp);
       to.insert(to.end(), gp.peaks.begin(), gp.peaks.end());
+      return true;
     };
   };
-  const sd::FileSearchLayout whole = sd::plan_file_search(path, h, c, Backend::cpu);
+  const search::FileSearchPlan whole(c, run, h, Backend::cpu, path);
   std::vector<search::Peak> whole_peaks;
   std::vector<std::int64_t> whole_gulps;
-  sd::StageTimes times;
-  sd::run_gulps_cpu(whole, 0, whole.ndms(), collect(whole_peaks, whole_gulps), times);
+  search::StageTimes times;
+  search::search_gulps(whole, *source, {}, 0, collect(whole_peaks, whole_gulps), times);
   const std::int64_t ndm = whole.ndms();
   ASSERT_GT(whole_peaks.size(), 20u);
-  ASSERT_EQ(static_cast<std::int64_t>(whole_gulps.size()), whole.gulps);
+  ASSERT_EQ(static_cast<std::int64_t>(whole_gulps.size()), whole.gulps());
 
-  // Three uneven slices, each with a thread count of its own (the gulps must not change).
+  // Three uneven slices, each planned with a thread count of its own and the whole search's
+  // gulp (as a worker of the distributed search): the gulps must not change.
   std::vector<search::Peak> sliced;
   const std::int64_t cuts[] = {0, 7, ndm / 2 + 3, ndm};
   for (int s = 0; s < 3; ++s) {
-    auto L = sd::plan_file_search(path, h, c, Backend::cpu);
-    L.threads = L.dedisp.threads = L.search.threads = s + 1;
+    auto mine_run = run;
+    mine_run.threads = s + 1;
+    mine_run.gulp = whole.gulp();
+    const search::FileSearchPlan plan(c, mine_run, h, Backend::cpu, path);
     std::vector<search::Peak> mine;
     std::vector<std::int64_t> gulps;
-    sd::run_gulps_cpu(L, cuts[s], cuts[s + 1], collect(mine, gulps), times);
+    search::SearchSlice slice;
+    slice.dm_begin = cuts[s];
+    slice.dm_end = cuts[s + 1];
+    search::search_gulps(plan, *source, slice, 0, collect(mine, gulps), times);
     EXPECT_EQ(gulps, whole_gulps);
     for (const auto& p : mine) {
       EXPECT_GE(p.dm_trial, cuts[s]);
@@ -316,14 +329,50 @@ TEST(SearchSlices, SlicesFindExactlyTheWholeListsPeaksAndCandidates) {
   EXPECT_EQ(sliced, whole_peaks);
 
   // Clustering all peaks at once gives the streaming clusterer's candidates.
-  auto want = search::search_filterbank(path, c, Backend::cpu).candidates;
+  auto want = search::search_filterbank(path, c, run, Backend::cpu).candidates;
   std::vector<search::Candidate> got;
   for (const auto& cl : search::cluster_peaks(sliced, c.cluster))
-    got.push_back(search::to_candidate(cl, whole.dms, h.tsamp));
+    got.push_back(search::to_candidate(cl, whole.dms(), h.tsamp));
   sort_candidates(want);
   sort_candidates(got);
   EXPECT_EQ(io::format_cand(got), io::format_cand(want));
   EXPECT_FALSE(want.empty());
+}
+
+// The per-gulp hook of FileSearchPlan::execute stops the search between gulps: the gulps
+// searched are a prefix, and their candidates are those a search of the prefix alone finds.
+TEST(SearchSlices, TheGulpHookStopsBetweenGulps) {
+  WB_REQUIRE_DATA("filterbank/burst_28.fil");
+  const auto path = wbtest::data_file("filterbank/burst_28.fil");
+  auto c = quiet();
+  c.snr_min = 5;
+  auto run = quiet_run();
+  run.gulp = 1024;
+  const auto source = io::open_filterbank(path);
+  const search::FileSearchPlan plan(c, run, source->header(), Backend::cpu, path);
+  ASSERT_EQ(plan.gulps(), 3);
+  std::vector<std::int64_t> seen;
+  const auto r = plan.execute(*source, [&](std::int64_t done, std::int64_t gulps) {
+    seen.push_back(done);
+    EXPECT_EQ(gulps, 3);
+    return done < 2;  // stop after the second gulp
+  });
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(r.gulps_searched, 2);
+  EXPECT_EQ(r.to_json().at("gulps_searched"), 2);
+  const auto all = plan.execute(*source);
+  EXPECT_EQ(all.gulps_searched, 3);
+  // Every candidate of the stopped search lies in the first two gulps and is one of the whole
+  // search's whose span ends there too (clusters are final once no later peak can reach them).
+  for (const auto& k : r.candidates) {
+    EXPECT_LT(k.sample, 2 * plan.gulp());
+    const bool in_all =
+        std::any_of(all.candidates.begin(), all.candidates.end(), [&](const auto& a) {
+          return a.sample == k.sample && a.dm_trial == k.dm_trial && a.snr == k.snr;
+        });
+    if (k.end + c.cluster.time_tol < 2 * plan.gulp() - plan.margin())
+      EXPECT_TRUE(in_all) << k.sample;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -341,20 +390,31 @@ TEST(DistSearch, Burst28SplitOverWorkersWritesTheSameCand) {
     EXPECT_EQ(got, one) << w << " workers: " << first_difference(one, got);
   }
   // One worker through the driver is the plain file search, re-sorted.
-  auto want = search::search_filterbank(files[0], c, Backend::cpu).candidates;
+  auto want = search::search_filterbank(files[0], c, quiet_run(), Backend::cpu).candidates;
   sort_candidates(want);
   EXPECT_EQ(io::format_cand(want, true), one);
 }
 
 // With gulps of 1024 samples burst_28.fil has 3 gulps: 2 or 3 workers cut it in time (each
 // reads, cleans and searches only its gulps), 5 cut its DM trials; all write one worker's .cand.
-TEST(SearchSlices, AGulpSpanOutsideTheSearchIsAnError) {
-  namespace sd = search::detail;
-  EXPECT_EQ((sd::GulpSpan{}.resolve(5)), (std::pair<std::int64_t, std::int64_t>{0, 5}));
-  EXPECT_EQ((sd::GulpSpan{2, 4}.resolve(5)), (std::pair<std::int64_t, std::int64_t>{2, 4}));
-  for (const sd::GulpSpan bad : {sd::GulpSpan{-1, 2}, sd::GulpSpan{3, 3}, sd::GulpSpan{4, 2},
-                                 sd::GulpSpan{0, 6}, sd::GulpSpan{5, -1}})
-    EXPECT_THROW(bad.resolve(5), Error) << bad.begin << " " << bad.end;
+TEST(SearchSlices, ASliceOutsideTheSearchIsAnError) {
+  WB_REQUIRE_DATA("filterbank/burst_28.fil");
+  const auto source = io::open_filterbank(wbtest::data_file("filterbank/burst_28.fil"));
+  auto run = quiet_run();
+  run.gulp = 1024;
+  const search::FileSearchPlan plan(quiet(), run, source->header(), Backend::cpu);
+  ASSERT_EQ(plan.gulps(), 3);
+  const auto whole = search::SearchSlice{}.resolve(plan);
+  EXPECT_EQ(whole.gulp_end, 3);
+  EXPECT_EQ(whole.dm_end, plan.ndms());
+  EXPECT_EQ((search::SearchSlice{1, 2, 0, -1}.resolve(plan).gulp_begin), 1);
+  const std::int64_t n = plan.ndms();
+  for (const search::SearchSlice bad :
+       {search::SearchSlice{-1, 2}, search::SearchSlice{2, 2}, search::SearchSlice{2, 1},
+        search::SearchSlice{0, 4}, search::SearchSlice{3, -1}, search::SearchSlice{0, -1, 5, 5},
+        search::SearchSlice{0, -1, 0, n + 1}, search::SearchSlice{0, -1, -1, 3}})
+    EXPECT_THROW(bad.resolve(plan), Error)
+        << bad.gulp_begin << " " << bad.gulp_end << " " << bad.dm_begin << " " << bad.dm_end;
 }
 
 TEST(DistSearch, Burst28CutInTimeWritesTheSameCand) {
@@ -362,13 +422,15 @@ TEST(DistSearch, Burst28CutInTimeWritesTheSameCand) {
   const std::vector<std::string> files = {wbtest::data_file("filterbank/burst_28.fil")};
   auto c = quiet();
   c.snr_min = 5;
-  c.gulp = 1024;
-  const std::string one = cand_text(files, c, 1);
+  auto run = quiet_run();
+  run.gulp = 1024;
+  const std::string one = cand_text(files, c, 1, run);
   ASSERT_FALSE(one.empty());
   for (int w : {2, 3, 5}) {
     DistSearchConfig dc;
     dc.files = files;
     dc.search = c;
+    dc.run = run;
     dc.cpu_workers = w;
     const auto r = search_files(dc, Comm());
     const std::string got = io::format_cand(r.candidates, true);
@@ -421,6 +483,7 @@ TEST(DistSearch, ABadFileStopsTheRunWithOneError) {
   DistSearchConfig dc;
   dc.files = files;
   dc.search = quiet();
+  dc.run = quiet_run();
   for (int w : {1, 3}) {
     dc.cpu_workers = w;
     try {
@@ -433,7 +496,7 @@ TEST(DistSearch, ABadFileStopsTheRunWithOneError) {
   }
   // A file shorter than the largest delay fails when the run plans it (the second: the 2.0 s beam
   // is shorter than the 2.2 s delay at DM 5000, the 2.5 s one is not): a usage error naming
-  // --dm-max.
+  // dm_max.
   dc.files = {files[2], files[0]};
   dc.search.dm_max = 5000;
   dc.cpu_workers = 2;
@@ -442,7 +505,7 @@ TEST(DistSearch, ABadFileStopsTheRunWithOneError) {
     ADD_FAILURE() << "no error";
   } catch (const AgreedError& e) {
     EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("--dm-max"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dm_max"), std::string::npos) << e.what();
   }
 }
 

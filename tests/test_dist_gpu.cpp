@@ -23,7 +23,7 @@ DistSearchResult run(const std::vector<std::string>& files, double dm_max,
   dc.files = files;
   dc.search.dm_max = dm_max;
   dc.search.snr_min = 5;
-  dc.search.progress = false;
+  dc.run.progress = false;
   dc.backend = Backend::cuda;
   dc.gpus = gpus;
   return search_files(dc, Comm());
@@ -80,12 +80,13 @@ TEST(DistGpu, WorkersSharingOneGpuFindOneWorkersCandidates) {
     search::FileSearchConfig c;
     c.dm_max = 800;
     c.snr_min = 5;
-    c.progress = false;
+    search::RunOptions run;
+    run.progress = false;
     DistSearchResult plain;
     for (int b = 0; b < 3; ++b) {
       c.beam = b;
       const auto r =
-          search::search_filterbank(beams[static_cast<std::size_t>(b)], c, Backend::cuda);
+          search::search_filterbank(beams[static_cast<std::size_t>(b)], c, run, Backend::cuda);
       plain.candidates.insert(plain.candidates.end(), r.candidates.begin(), r.candidates.end());
     }
     sort_candidates(plain.candidates);

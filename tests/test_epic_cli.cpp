@@ -7,61 +7,13 @@
 #include <fstream>
 #include <map>
 
+#include "fits_test_util.hpp"
 #include "test_util.hpp"
 #include "warpbeam/io/lwa.hpp"
 
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-// A minimal FITS primary-HDU reader (FITS standard 4.0: 2880-byte blocks of 80-byte cards,
-// big-endian IEEE floats for BITPIX -32), independent of cfitsio.
-struct Fits {
-  std::map<std::string, std::string> cards;
-  std::vector<long> naxes;
-  std::vector<float> data;
-  double num(const std::string& k) const { return std::stod(cards.at(k)); }
-  std::string str(const std::string& k) const {
-    std::string v = cards.at(k);
-    const auto a = v.find('\''), b = v.rfind('\'');
-    v = v.substr(a + 1, b - a - 1);
-    while (!v.empty() && v.back() == ' ')
-      v.pop_back();
-    return v;
-  }
-};
-
-Fits read_fits(const std::string& path) {
-  const std::string b = wbtest::slurp(path);
-  Fits f;
-  std::size_t o = 0;
-  for (;; o += 80) {
-    if (o + 80 > b.size()) throw std::runtime_error("no END card");
-    const std::string card = b.substr(o, 80);
-    const std::string key = card.substr(0, 8).substr(0, card.substr(0, 8).find(' '));
-    if (key == "END") break;
-    if (card.size() > 9 && card[8] == '=') {
-      std::string v = card.substr(10);
-      if (v.find('\'') == std::string::npos) v = v.substr(0, v.find('/'));
-      f.cards[key] = v;
-    }
-  }
-  const std::size_t data_at = (o / 2880 + 1) * 2880;
-  const int naxis = std::stoi(f.cards.at("NAXIS"));
-  std::size_t count = 1;
-  for (int i = 1; i <= naxis; ++i) {
-    f.naxes.push_back(std::stol(f.cards.at("NAXIS" + std::to_string(i))));
-    count *= static_cast<std::size_t>(f.naxes.back());
-  }
-  f.data.resize(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    std::uint32_t u = 0;
-    for (int k = 0; k < 4; ++k)
-      u = (u << 8) | static_cast<unsigned char>(b[data_at + 4 * i + k]);
-    std::memcpy(&f.data[i], &u, 4);
-  }
-  return f;
-}
 
 bool has_fits(const wbtest::TempDir& d) {
   if (!std::filesystem::exists(d.path / "out")) return false;
@@ -95,7 +47,7 @@ TEST(EpicCli, SimulatedSourceComesBackThroughTheFitsWcs) {
   ASSERT_TRUE(std::filesystem::exists(fits)) << r.out << r.err;
   EXPECT_TRUE(std::filesystem::exists(d.file("out/epic_00000.png")));
 
-  const Fits f = read_fits(fits);
+  const wbtest::Fits f = wbtest::read_fits(fits);
   ASSERT_EQ(f.naxes.size(), 4u);
   EXPECT_EQ(f.naxes[0], 64);
   EXPECT_EQ(f.naxes[1], 64);
@@ -162,7 +114,7 @@ TEST(EpicCli, RealTbfFileImages) {
                                   wbtest::data_file("lwa/tbf-test.dat"), ssmif(), d.file("out")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("partial"), std::string::npos) << r.err;  // the trailing frame
-  const Fits f = read_fits(d.file("out/epic_00000.fits"));
+  const wbtest::Fits f = wbtest::read_fits(d.file("out/epic_00000.fits"));
   EXPECT_EQ(f.naxes[2], 60);
   EXPECT_NEAR(f.num("EXPTIME"), 40e-6, 1e-12);
   // Local sidereal time at LWA-SV, 2015-11-13 00:59:22 UTC: 21.319432 h (astropy's mean

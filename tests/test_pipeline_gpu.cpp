@@ -83,7 +83,7 @@ TEST(PipelineGpu, CudaMatchesCpuAndKeepsTheBeamsOnTheGpu) {
   WB_REQUIRE_GPU();
   for (std::int64_t gulp : {std::int64_t{0}, std::int64_t{700}}) {
     auto c = pltest::library_config(Observation::get());
-    c.search.gulp = gulp;
+    c.run.gulp = gulp;
     const auto cpu = run(c, Backend::cpu);
     const auto gpu = run(c, Backend::cuda);
     SCOPED_TRACE("gulp " + std::to_string(gulp));
@@ -113,10 +113,10 @@ TEST(PipelineGpu, CudaMatchesCpuAndKeepsTheBeamsOnTheGpu) {
 TEST(PipelineGpu, OneAndTwoSearchStreamsGiveTheSameCandidates) {
   WB_REQUIRE_GPU();
   auto c = pltest::library_config(Observation::get());
-  c.search.gulp = 700;
-  c.search.gpu_streams = 1;
+  c.run.gulp = 700;
+  c.run.gpu_streams = 1;
   const auto one = run(c, Backend::cuda);
-  c.search.gpu_streams = 2;
+  c.run.gpu_streams = 2;
   const auto two = run(c, Backend::cuda);
   expect_identical(one.candidates, two.candidates);
 }
@@ -127,7 +127,7 @@ TEST(PipelineGpu, OneAndTwoSearchStreamsGiveTheSameCandidates) {
 // more, devices 0 and 1 (peer copies).
 static void expect_split_equals_one_device(pipeline::Split how) {
   auto c = pltest::library_config(Observation::get());
-  c.search.gulp = 700;
+  c.run.gulp = 700;
   const auto one = run(c, Backend::cuda);
   ASSERT_FALSE(one.candidates.empty());
   std::vector<std::vector<int>> splits = {{0}, {0, 0}, {0, 0, 0}};
@@ -185,7 +185,7 @@ TEST(PipelineGpu, ChannelsSplitOverDevicesGiveTheSameCandidates) {
 TEST(PipelineGpu, PinnedBlocksGiveTheSameCandidatesAndMayBeReusedAtOnce) {
   WB_REQUIRE_GPU();
   auto c = pltest::library_config(Observation::get());
-  c.search.gulp = 700;
+  c.run.gulp = 700;
   io::GuppiReader reader(Observation::get().raw);
   const auto info = reader.info();
   const std::int64_t nblocks = reader.nblocks();

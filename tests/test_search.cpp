@@ -361,6 +361,24 @@ TEST(SearchPlanTest, ValidationAndBackends) {
                Error);
 }
 
+// The plan reports its scratch (as cufftGetSize), and the estimate made before the plan exists is
+// that: per thread four float rows of nsamples, a work row of 2 nsamples and a double prefix sum.
+TEST(SearchPlanTest, WorkspaceIsReportedAndEstimated) {
+  for (int threads : {1, 3})
+    for (std::int64_t n : {100, 7777}) {
+      SearchConfig c;
+      c.ndms = 5;
+      c.nsamples = n;
+      c.tsamp_s = 1e-3;
+      c.threads = threads;
+      const SearchPlan plan(c, Backend::cpu);
+      const Workspace w = plan.workspace();
+      EXPECT_EQ(w.host_bytes, threads * (5 * n * 4 + (n + 1) * 8)) << threads << " " << n;
+      EXPECT_EQ(w.device_bytes, 0);
+      EXPECT_EQ(SearchPlan::estimate_workspace(c, Backend::cpu).host_bytes, w.host_bytes);
+    }
+}
+
 TEST(SearchPlanTest, AllZeroTrialGivesNoPeaks) {
   // A DM-0 trial after zero-DM subtraction is all zeros: its RMS is 0 and it must not divide by
   // it.
@@ -486,8 +504,7 @@ TEST(SearchRfi, NormalisesZapsAndSubtractsZeroDm) {
       data[t * nchans + c] = v;
     }
   RfiConfig cfg;
-  cfg.zap.assign(nchans, 0);
-  cfg.zap[30] = 1;  // the user's mask
+  cfg.zap = ChannelMask({30});  // the user's mask
   auto raw = data;
   auto rep = clean_filterbank(data.data(), n, nchans, cfg, 1);
   EXPECT_EQ(rep.zapped_by_mask, 1);
@@ -523,20 +540,52 @@ TEST(SearchRfi, NormalisesZapsAndSubtractsZeroDm) {
     worst = std::max(worst, std::abs(s));
   }
   EXPECT_GT(worst, 10);
-  cfg.zap.assign(3, 0);
+  cfg.zap = ChannelMask({nchans});  // outside the channels
   EXPECT_THROW(clean_filterbank(raw.data(), n, nchans, cfg), Error);
 }
 
 TEST(SearchRfi, ChannelList) {
-  EXPECT_EQ(parse_channel_list(""), std::vector<int>{});
-  EXPECT_EQ(parse_channel_list("5,0-2,4-5"), (std::vector<int>{0, 1, 2, 4, 5}));
+  EXPECT_TRUE(ChannelMask::parse("").empty());
+  EXPECT_EQ(ChannelMask::parse("5,0-2,4-5").channels(), (std::vector<int>{0, 1, 2, 4, 5}));
   for (const char* bad : {"a", "3-", "-3", "5-2", "1,,2", "1-2-3", "7x"}) {
     try {
-      parse_channel_list(bad);
+      ChannelMask::parse(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
     } catch (const Error& e) {
       EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
-      EXPECT_NE(std::string(e.what()).find("--zap-chans"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("channel list"), std::string::npos) << e.what();
     }
   }
+}
+
+// One mask from the parser to the kernels: the masked channels, and per-channel flags in the
+// polarity of RfiReport::keep and the dedispersion killmask (1 = use).
+TEST(SearchRfi, ChannelMaskHasOneFormAndOnePolarity) {
+  const ChannelMask m({9, 2, 2, 5});
+  EXPECT_EQ(m.channels(), (std::vector<int>{2, 5, 9}));
+  EXPECT_EQ(m, ChannelMask::parse("9,2,5"));
+  EXPECT_TRUE(m.contains(5));
+  EXPECT_FALSE(m.contains(4));
+  const auto flags = m.use_flags(10);
+  ASSERT_EQ(flags.size(), 10u);
+  for (int c = 0; c < 10; ++c)
+    EXPECT_EQ(flags[c], m.contains(c) ? 0 : 1) << c;
+  EXPECT_NO_THROW(m.validate(10));
+  EXPECT_THROW(m.validate(9), Error);
+  EXPECT_THROW(ChannelMask({-1}), Error);
+  // clean_filterbank keeps exactly the channels the mask does not name (no others are dead or
+  // outliers here).
+  const int nchans = 12;
+  const std::int64_t n = 4000;
+  std::mt19937 rng(4);
+  std::normal_distribution<float> g(0, 1);
+  std::vector<float> data(static_cast<std::size_t>(n * nchans));
+  for (auto& v : data)
+    v = 10 + g(rng);
+  RfiConfig cfg;
+  cfg.zap = ChannelMask::parse("0,3-4,11");
+  cfg.zap_sigma = 0;
+  const auto rep = clean_filterbank(data.data(), n, nchans, cfg, 1);
+  EXPECT_EQ(rep.keep, cfg.zap.use_flags(nchans));
+  EXPECT_EQ(rep.zapped_by_mask, 4);
 }

@@ -177,6 +177,10 @@ TEST(SearchCli, BadOptionsExitTwo) {
   expect_failure(dir, fil + " --zap-chans 40", 2, "--zap-chans");  // the file has 32 channels
   expect_failure(dir, fil + " --threads -2", 2, "--threads");
   expect_failure(dir, fil + " --memory 0", 2, "--memory");
+  expect_failure(dir, fil + " --memory 1", 2, "--memory");  // less than one DM trial needs
+  expect_failure(dir, fil + " --gulp -1", 2, "--gulp");
+  expect_failure(dir, fil + " --baseline 0", 2, "--baseline");
+  expect_failure(dir, fil + " --zap-sigma -1", 2, "--zap-sigma");
   expect_failure(dir, fil + " --dm-max 20000", 2, "--dm-max");  // a sweep longer than the file
   expect_failure(dir, fil + " --backend gpu", 2, "--backend");
   expect_failure(dir, fil + " --dm-max lots", 2, "--dm-max");

@@ -23,7 +23,8 @@
 #include "warpbeam/unpack.hpp"
 #ifdef WARPBEAM_HAVE_CUDA
 #include "search/cuda_search.hpp"
-#include "search/file_search.hpp"
+#include "search/gulp_searcher.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 #endif
 
 using namespace warpbeam;
@@ -341,8 +342,7 @@ TEST(SearchRfiGpu, CleaningMatchesTheCpu) {
         for (std::int64_t t = 0; t < rows; ++t)
           std::memset(raw.data() + t * row_bytes + 5 * (k.nbits / 8), 0x3C, k.nbits / 8);
       RfiConfig cfg;
-      cfg.zap.assign(static_cast<std::size_t>(nchans), 0);
-      cfg.zap[0] = cfg.zap[40] = 1;
+      cfg.zap = ChannelMask({0, 40});
       cfg.zero_dm = zero_dm;
       // CPU: unpack row by row, clean.
       std::vector<float> ref(static_cast<std::size_t>(rows * nchans));
@@ -400,8 +400,13 @@ FileSearchConfig pipeline_config() {
   FileSearchConfig c;
   c.dm_max = 400;
   c.boxcar_max = 256;
-  c.progress = false;
   return c;
+}
+
+RunOptions quiet_run() {
+  RunOptions r;
+  r.progress = false;
+  return r;
 }
 
 }  // namespace
@@ -412,7 +417,8 @@ TEST(SearchPipelineGpu, GulpEdgesAtAndNearABurst) {
   WB_REQUIRE_GPU();
   PipelineFile f;
   FileSearchConfig c = pipeline_config();
-  const auto whole = search_filterbank(f.path, c, Backend::cpu);
+  RunOptions run = quiet_run();
+  const auto whole = search_filterbank(f.path, c, run, Backend::cpu);
   ASSERT_FALSE(whole.candidates.empty());
   const Candidate top = whole.candidates.front();
   ASSERT_NEAR(top.dm, 220, 10);
@@ -420,9 +426,9 @@ TEST(SearchPipelineGpu, GulpEdgesAtAndNearABurst) {
   for (std::int64_t gulp : {s0, s0 + 1, s0 - 1, s0 - w / 2, s0 + w / 2 + 1, (s0 + 1) / 2}) {
     SCOPED_TRACE("gulp " + std::to_string(gulp) + " (burst at sample " + std::to_string(s0) +
                  ", width " + std::to_string(w) + ")");
-    c.gulp = gulp;
-    const auto cpu = search_filterbank(f.path, c, Backend::cpu);
-    const auto gpu = search_filterbank(f.path, c, Backend::cuda);
+    run.gulp = gulp;
+    const auto cpu = search_filterbank(f.path, c, run, Backend::cpu);
+    const auto gpu = search_filterbank(f.path, c, run, Backend::cuda);
     EXPECT_GT(gpu.gulps, 1);
     expect_same_candidates(cpu, gpu, 1e-3);
     int near = 0;
@@ -438,11 +444,12 @@ TEST(SearchPipelineGpu, TwoStreamsEqualOneAndChunksEqualTheCpu) {
   WB_REQUIRE_GPU();
   PipelineFile f;
   FileSearchConfig c = pipeline_config();
-  c.gulp = 9000;
-  c.gpu_streams = 2;
-  const auto two = search_filterbank(f.path, c, Backend::cuda);
-  c.gpu_streams = 1;
-  const auto one = search_filterbank(f.path, c, Backend::cuda);
+  RunOptions run = quiet_run();
+  run.gulp = 9000;
+  run.gpu_streams = 2;
+  const auto two = search_filterbank(f.path, c, run, Backend::cuda);
+  run.gpu_streams = 1;
+  const auto one = search_filterbank(f.path, c, run, Backend::cuda);
   EXPECT_GT(two.gulps, 3);
   ASSERT_EQ(two.candidates.size(), one.candidates.size());
   for (std::size_t i = 0; i < one.candidates.size(); ++i) {
@@ -456,19 +463,61 @@ TEST(SearchPipelineGpu, TwoStreamsEqualOneAndChunksEqualTheCpu) {
   EXPECT_GT(two.bytes_from_device, 0);
 
   // A device budget that holds about a third of the DM trials at once.
-  c.gpu_streams = 2;
+  run.gpu_streams = 2;
   const std::int64_t ndm = static_cast<std::int64_t>(two.dms.size());
   const std::int64_t len = std::min(two.gulp + 2 * two.margin, two.nsamples_searched);
   const std::int64_t fixed =
-      warpbeam::search::detail::cuda_device_bytes(two.header, len, two.max_delay, 0, 2);
+      GulpSearcher::estimate(two.header, Backend::cuda, len, two.max_delay, 0, 0, 2).device_bytes;
   const std::int64_t per_trial =
-      warpbeam::search::detail::cuda_device_bytes(two.header, len, two.max_delay, 1, 2) - fixed;
-  c.device_memory_bytes = fixed + per_trial * (ndm / 3);
-  const auto chunked = search_filterbank(f.path, c, Backend::cuda);
+      GulpSearcher::estimate(two.header, Backend::cuda, len, two.max_delay, 1, 0, 2).device_bytes -
+      fixed;
+  run.device_memory_bytes = fixed + per_trial * (ndm / 3);
+  const auto chunked = search_filterbank(f.path, c, run, Backend::cuda);
   EXPECT_LT(chunked.dm_chunk, ndm / 2);
-  EXPECT_LE(chunked.device_memory_bytes, c.device_memory_bytes);
-  const auto cpu = search_filterbank(f.path, c, Backend::cpu);
+  EXPECT_LE(chunked.device_memory_bytes, run.device_memory_bytes);
+  const auto cpu = search_filterbank(f.path, c, run, Backend::cpu);
   expect_same_candidates(cpu, chunked, 1e-3);
+}
+// The CUDA GulpSearcher holds what the plan's workspace says, by the plans' own reports (no
+// constant guessed outside the engines): checked after every gulp was searched, in one and two
+// lanes, with DM chunks, on rows read on the host.
+TEST(SearchPipelineGpu, WorkspaceBoundsWhatTheSearcherHolds) {
+  WB_REQUIRE_GPU();
+  PipelineFile f;
+  const FileSearchConfig c = pipeline_config();
+  const auto source = io::open_filterbank(f.path);
+  for (int lanes : {1, 2})
+    for (std::int64_t budget : {std::int64_t{0}, std::int64_t{64} << 20}) {
+      RunOptions run = quiet_run();
+      run.gulp = 9000;
+      run.gpu_streams = lanes;
+      run.device_memory_bytes = budget;
+      const FileSearchPlan plan(c, run, source->header(), Backend::cuda, f.path);
+      SCOPED_TRACE(std::to_string(lanes) + " lanes, budget " + std::to_string(budget) + ", chunk " +
+                   std::to_string(plan.dm_chunk()) + " of " + std::to_string(plan.ndms()));
+      if (budget > 0) EXPECT_LE(plan.workspace().device_bytes, budget);
+      const auto searcher = GulpSearcher::make(plan, 0, plan.ndms(), 0);
+      std::int64_t done = 0;
+      const GulpSink count = [&](GulpPeaks&& gp) { EXPECT_EQ(gp.gulp, done++); };
+      for (std::int64_t g = 0; g < plan.gulps(); ++g) {
+        const GulpRange r = plan.gulp_range(g);
+        const std::int64_t rows = r.len() + plan.max_delay();
+        searcher->submit(
+            g, 0, rows,
+            [&](GulpInput& in) -> const std::uint8_t* {
+              source->seek(r.p0);
+              EXPECT_EQ(source->read_raw(rows, in.host()), rows);
+              return in.host();
+            },
+            count);
+      }
+      searcher->flush(count);
+      EXPECT_EQ(done, plan.gulps());
+      const Workspace held = searcher->workspace();
+      EXPECT_LE(held.device_bytes, plan.workspace().device_bytes);
+      EXPECT_GT(held.device_bytes, plan.workspace().device_bytes / 3);
+      EXPECT_LE(held.host_bytes, plan.workspace().host_bytes);
+    }
 }
 #endif
 

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <map>
 
+#include "search/gulp_searcher.hpp"
 #include "test_util.hpp"
 #include "warpbeam/dedisp.hpp"
 #include "warpbeam/io/candidates.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 #include "warpbeam/io/sigproc.hpp"
 #include "warpbeam/search.hpp"
 #include "warpbeam/sim/filterbank.hpp"
@@ -20,9 +22,13 @@ namespace {
 constexpr double kDm = 4.148808e3;  // s MHz^2 pc^-1 cm^3
 
 search::FileSearchConfig quiet_config() {
-  search::FileSearchConfig c;
-  c.progress = false;
-  return c;
+  return {};
+}
+
+search::RunOptions quiet_run() {
+  search::RunOptions r;
+  r.progress = false;
+  return r;
 }
 
 sim::FilterbankSimConfig small_sim(std::uint64_t seed) {
@@ -179,8 +185,8 @@ Expected expected_recovery(const sim::FilterbankSimConfig& s, const sim::Burst& 
 
 TEST(SearchFile, FindsTheRealBurstInBurst28) {
   WB_REQUIRE_DATA("filterbank/burst_28.fil");
-  const auto r =
-      search_filterbank(wbtest::data_file("filterbank/burst_28.fil"), quiet_config(), Backend::cpu);
+  const auto r = search_filterbank(wbtest::data_file("filterbank/burst_28.fil"), quiet_config(),
+                                   quiet_run(), Backend::cpu);
   ASSERT_FALSE(r.candidates.empty());
   const auto& top = r.candidates.front();
   EXPECT_GE(top.dm, 465);
@@ -229,10 +235,11 @@ TEST(SearchFile, InjectionRecoveryMatchesTheGridEfficiency) {
     sim::simulate_filterbank(s, path);
 
     auto cfg = quiet_config();
+    auto run = quiet_run();
     cfg.dm_min = std::max(0.0, k.dm * 0.8 - 5);
     cfg.dm_max = k.dm * 1.2 + 5;
     cfg.snr_min = 5;  // so that the faintest injections are measured, not just detected
-    const auto r = search_filterbank(path, cfg, Backend::cpu);
+    const auto r = search_filterbank(path, cfg, run, Backend::cpu);
     const auto e = expected_recovery(s, b, r.dms, r.nsamples_searched, 24, 500 + index);
     SCOPED_TRACE(
         fmt::format("case {}: DM {}, width {} samples, S/N {}", index, k.dm, k.width, k.snr));
@@ -308,9 +315,10 @@ TEST(SearchFile, GulpsFindEachBurstOnce) {
   wbtest::TempDir dir;
   const auto path = two_burst_file(dir, 2.0, 4.5);
   auto cfg = quiet_config();
+  auto run = quiet_run();
   cfg.dm_max = 700;
   cfg.boxcar_max = 32;  // a margin of 32 samples keeps small gulps cheap
-  const auto one = search_filterbank(path, cfg, Backend::cpu);
+  const auto one = search_filterbank(path, cfg, run, Backend::cpu);
   ASSERT_EQ(one.gulps, 1);
   // Gulps of 5000 samples (planes long enough for 32-sample boxcars: kMinBoxcars); then with a
   // gulp edge at the later burst's best sample, one sample either side of it, and at twice and
@@ -319,8 +327,8 @@ TEST(SearchFile, GulpsFindEachBurstOnce) {
   ASSERT_EQ(ref.size(), 2u);
   const std::int64_t edge = std::max(ref[0].sample, ref[1].sample);
   for (std::int64_t gulp : {std::int64_t{5000}, edge, edge - 1, edge + 1, edge / 2, edge / 3}) {
-    cfg.gulp = gulp;
-    const auto r = search_filterbank(path, cfg, Backend::cpu);
+    run.gulp = gulp;
+    const auto r = search_filterbank(path, cfg, run, Backend::cpu);
     SCOPED_TRACE("gulp " + std::to_string(gulp));
     EXPECT_GT(r.gulps, 1);
     const auto got = bright(r);
@@ -340,18 +348,19 @@ TEST(SearchFile, DmChunksGiveIdenticalCandidates) {
   wbtest::TempDir dir;
   const auto path = two_burst_file(dir, 2.0, 4.0);
   auto cfg = quiet_config();
+  auto run = quiet_run();
   cfg.dm_max = 700;
-  cfg.gulp = 10000;
-  const auto whole = search_filterbank(path, cfg, Backend::cpu);
+  run.gulp = 10000;
+  const auto whole = search_filterbank(path, cfg, run, Backend::cpu);
   ASSERT_EQ(whole.dm_chunk, static_cast<std::int64_t>(whole.dms.size()));
   // A budget that leaves room for about 40 trials of the plane.
   const std::int64_t L = std::min(whole.gulp + 2 * whole.margin, whole.nsamples_searched);
-  cfg.memory_bytes = whole.memory_bytes - (whole.dm_chunk - 40) * L * 4;
-  const auto chunked = search_filterbank(path, cfg, Backend::cpu);
+  run.memory_bytes = whole.memory_bytes - (whole.dm_chunk - 40) * L * 4;
+  const auto chunked = search_filterbank(path, cfg, run, Backend::cpu);
   EXPECT_EQ(chunked.gulp, whole.gulp);
   EXPECT_LT(chunked.dm_chunk, whole.dm_chunk);
   EXPECT_GE(chunked.dm_chunk, 30);
-  EXPECT_LE(chunked.memory_bytes, cfg.memory_bytes);
+  EXPECT_LE(chunked.memory_bytes, run.memory_bytes);
   ASSERT_EQ(chunked.candidates.size(), whole.candidates.size());
   for (std::size_t i = 0; i < whole.candidates.size(); ++i) {
     const auto &a = whole.candidates[i], &b = chunked.candidates[i];
@@ -367,18 +376,19 @@ TEST(SearchFile, MemoryBudgetBoundsTheBuffers) {
   wbtest::TempDir dir;
   const auto path = two_burst_file(dir, 2.0, 4.0);
   auto cfg = quiet_config();
+  auto run = quiet_run();
   cfg.dm_max = 700;
-  cfg.memory_bytes = 16 << 20;
-  const auto r = search_filterbank(path, cfg, Backend::cpu);
-  EXPECT_LE(r.memory_bytes, cfg.memory_bytes);
+  run.memory_bytes = 16 << 20;
+  const auto r = search_filterbank(path, cfg, run, Backend::cpu);
+  EXPECT_LE(r.memory_bytes, run.memory_bytes);
   EXPECT_EQ(bright(r).size(), 2u);
-  cfg.memory_bytes = 1 << 20;  // less than one DM trial needs
+  run.memory_bytes = 1 << 20;  // less than one DM trial needs
   try {
-    search_filterbank(path, cfg, Backend::cpu);
+    search_filterbank(path, cfg, run, Backend::cpu);
     FAIL() << "a 1 MiB budget was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("--memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("memory_bytes"), std::string::npos) << e.what();
   }
 }
 
@@ -388,12 +398,13 @@ TEST(SearchFile, FileShorterThanTheLargestDelayIsAUsageError) {
   s.duration_s = 1;
   sim::simulate_filterbank(s, dir.file("short.fil"));
   auto cfg = quiet_config();  // DM 2000: a 1.7 s sweep
+  const auto run = quiet_run();
   try {
-    search_filterbank(dir.file("short.fil"), cfg, Backend::cpu);
+    search_filterbank(dir.file("short.fil"), cfg, run, Backend::cpu);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
-    EXPECT_NE(std::string(e.what()).find("--dm-max"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dm_max"), std::string::npos) << e.what();
   }
 }
 
@@ -554,4 +565,110 @@ TEST(Candidates, JsonHasHeaderParametersMjdAndProvenance) {
   EXPECT_EQ(j["candidates"][0]["width_samples"], 2);
   EXPECT_TRUE(j["provenance"].contains("git_commit"));
   EXPECT_TRUE(j["provenance"].contains("warpbeam_version"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan: any FilterbankSource, workspace from the plans' reports
+
+namespace {
+
+// A filterbank held in memory (as Python's arrays and live streams will be): the file's packed
+// rows, served through the FilterbankSource interface.
+class MemorySource final : public io::FilterbankSource {
+ public:
+  explicit MemorySource(const std::string& path) {
+    io::FilterbankReader r(path);
+    header_ = r.header();
+    rows_.resize(static_cast<std::size_t>(header_.nsamples * header_.bytes_per_sample()));
+    r.read_raw(header_.nsamples, rows_.data());
+  }
+  const io::FilterbankHeader& header() const override { return header_; }
+  const std::string& path() const override { return name_; }
+  std::string format() const override { return "memory"; }
+  std::int64_t position() const override { return at_; }
+  void seek(std::int64_t sample) override { at_ = sample; }
+  std::int64_t read_raw(std::int64_t n, std::uint8_t* out) override {
+    n = std::min(n, header_.nsamples - at_);
+    const auto row = static_cast<std::int64_t>(header_.bytes_per_sample());
+    std::copy_n(rows_.begin() + at_ * row, n * row, out);
+    at_ += n;
+    ++reads;
+    return n;
+  }
+  std::int64_t read(std::int64_t, float*) override { return 0; }
+  int reads = 0;
+
+ private:
+  io::FilterbankHeader header_;
+  std::string name_ = "memory";
+  std::vector<std::uint8_t> rows_;
+  std::int64_t at_ = 0;
+};
+
+}  // namespace
+
+TEST(SearchPlanFile, ExecutesAnyFilterbankSource) {
+  wbtest::TempDir dir;
+  const auto path = two_burst_file(dir, 2.0, 4.5);
+  auto cfg = quiet_config();
+  cfg.dm_max = 700;
+  cfg.boxcar_max = 32;
+  auto run = quiet_run();
+  run.gulp = 5000;
+  const auto want = search_filterbank(path, cfg, run, Backend::cpu);
+  MemorySource mem(path);
+  const FileSearchPlan plan(cfg, run, mem.header(), Backend::cpu, "memory");
+  const auto got = plan.execute(mem);
+  EXPECT_EQ(mem.reads, plan.gulps());  // one read per gulp
+  EXPECT_EQ(io::format_cand(got.candidates), io::format_cand(want.candidates));
+  EXPECT_EQ(bright(got).size(), 2u);
+  // A source of another shape is refused.
+  auto other = small_sim(5);
+  other.duration_s = 3;
+  sim::simulate_filterbank(other, dir.file("other.fil"));
+  MemorySource wrong(dir.file("other.fil"));
+  EXPECT_THROW(plan.execute(wrong), Error);
+}
+
+// The plan's memory is what the searcher then holds, by the plans' own reports (not a guess
+// from outside), and fits the budget: checked after searching every gulp with a GulpSearcher.
+TEST(SearchPlanFile, WorkspaceBoundsWhatTheSearcherHolds) {
+  wbtest::TempDir dir;
+  const auto path = two_burst_file(dir, 2.0, 4.5);
+  auto cfg = quiet_config();
+  cfg.dm_max = 700;
+  EXPECT_LE(FileSearchPlan(cfg, quiet_run(), io::read_filterbank_header(path), Backend::cpu)
+                .workspace()
+                .host_bytes,
+            quiet_run().memory_bytes);
+  for (std::int64_t budget : {std::int64_t{12} << 20}) {
+    auto run = quiet_run();
+    run.memory_bytes = budget;
+    MemorySource mem(path);
+    const FileSearchPlan plan(cfg, run, mem.header(), Backend::cpu);
+    SCOPED_TRACE("budget " + std::to_string(budget) + ": gulp " + std::to_string(plan.gulp()) +
+                 ", chunk " + std::to_string(plan.dm_chunk()));
+    EXPECT_LE(plan.workspace().host_bytes, budget);
+    const auto searcher = GulpSearcher::make(plan, 0, plan.ndms(), 0);
+    std::int64_t gulps = 0;
+    for (std::int64_t g = 0; g < plan.gulps(); ++g) {
+      const GulpRange r = plan.gulp_range(g);
+      const std::int64_t rows = r.len() + plan.max_delay();
+      searcher->submit(
+          g, 0, rows,
+          [&](GulpInput& in) -> const std::uint8_t* {
+            mem.seek(r.p0);
+            EXPECT_EQ(mem.read_raw(rows, in.host()), rows);
+            return in.host();
+          },
+          [&](GulpPeaks&& gp) {
+            EXPECT_EQ(gp.gulp, gulps);
+            ++gulps;
+          });
+    }
+    searcher->flush([&](GulpPeaks&&) { ++gulps; });
+    EXPECT_EQ(gulps, plan.gulps());
+    EXPECT_LE(searcher->workspace().host_bytes, plan.workspace().host_bytes);
+    EXPECT_GT(searcher->workspace().host_bytes, plan.workspace().host_bytes / 2);
+  }
 }

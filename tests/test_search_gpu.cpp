@@ -43,10 +43,11 @@ TEST(SearchGpu, CudaDedispersionGivesTheCpuCandidates) {
   sim::simulate_filterbank(s, dir.file("g.fil"));
   FileSearchConfig cfg;
   cfg.dm_max = 1000;
-  cfg.gulp = 20000;  // several gulps
-  cfg.progress = false;
-  const auto cpu = search_filterbank(dir.file("g.fil"), cfg, Backend::cpu);
-  const auto gpu = search_filterbank(dir.file("g.fil"), cfg, Backend::cuda);
+  RunOptions run;
+  run.gulp = 20000;  // several gulps
+  run.progress = false;
+  const auto cpu = search_filterbank(dir.file("g.fil"), cfg, run, Backend::cpu);
+  const auto gpu = search_filterbank(dir.file("g.fil"), cfg, run, Backend::cuda);
   EXPECT_GT(cpu.gulps, 1);
   ASSERT_GE(cpu.candidates.size(), 3u);
   expect_same_candidates(cpu, gpu);
@@ -56,8 +57,9 @@ TEST(SearchGpu, Burst28MatchesTheCpu) {
   WB_REQUIRE_GPU();
   WB_REQUIRE_DATA("filterbank/burst_28.fil");
   FileSearchConfig cfg;
-  cfg.progress = false;
+  RunOptions run;
+  run.progress = false;
   const auto f = wbtest::data_file("filterbank/burst_28.fil");
-  expect_same_candidates(search_filterbank(f, cfg, Backend::cpu),
-                         search_filterbank(f, cfg, Backend::cuda));
+  expect_same_candidates(search_filterbank(f, cfg, run, Backend::cpu),
+                         search_filterbank(f, cfg, run, Backend::cuda));
 }

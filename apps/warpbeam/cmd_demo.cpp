@@ -56,7 +56,7 @@ void run_demo(const std::string& keep_dir, std::uint64_t seed, const std::string
   search::FileSearchConfig cfg;  // the defaults of `warpbeam search`
   fmt::print("searching {} (DM {}-{}, S/N >= {})\n", fil, cfg.dm_min, cfg.dm_max, cfg.snr_min);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = search::search_filterbank(fil, cfg, parse_backend(backend));
+  const auto r = search::search_filterbank(fil, cfg, search::RunOptions{}, parse_backend(backend));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print(
       "searched {} DM trials x {} samples, boxcars 1-{}, in {:.2f} s ({}): {} "

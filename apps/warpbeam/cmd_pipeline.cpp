@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,9 @@
 #include "warpbeam/io/output_file.hpp"
 #include "warpbeam/pipeline.hpp"
 #include "warpbeam/provenance.hpp"
+#include "warpbeam/stream.hpp"
+#include "warpbeam/stream/capture.hpp"
+#include "warpbeam/stream/status.hpp"
 
 namespace warpbeam::cli {
 
@@ -32,6 +36,12 @@ struct PipelineOptions {
   double memory_mib = 2048, gpu_memory_mib = 0;
   bool no_zero_dm = false;
   pipeline::PipelineConfig config;
+  // --listen: a live SPEAD stream of --blocks blocks instead of IN.
+  std::string listen, http;
+  std::int64_t blocks = 0;
+  int ring_blocks = 8;
+  double idle_timeout = 0, test_block_delay_ms = 0;
+  nlohmann::json stream_record;  // the live run's counters (pipeline.json's "stream")
 };
 
 // DIR/candidates.cand, candidates.json, pipeline.json (and --json): all or none, and no folder
@@ -45,6 +55,7 @@ void write_products(const PipelineOptions& o, const pipeline::PipelineResult& r,
                             {"input", o.in},
                             {"parameters", c.to_json()},
                             {"result", r.to_json()}};
+  if (!o.stream_record.is_null()) summary["stream"] = o.stream_record;
   StagedOutputs staged;
   const auto path = [&](const char* name) {
     return (std::filesystem::path(o.out) / name).string();
@@ -58,15 +69,142 @@ void write_products(const PipelineOptions& o, const pipeline::PipelineResult& r,
   folder.keep();
 }
 
+void print_summary(const PipelineOptions& o, const pipeline::PipelineResult& r);
+
+// `warpbeam pipeline --listen spead://HOST:PORT --blocks N`: the pipeline on a live SPEAD stream
+// (warpbeam/stream/spead.hpp) through the ring. The search is planned for N blocks (the file
+// search's gulps need the length; an open-ended search comes with issue 12's FileSearchPlan), so
+// the products equal the file path's on the same voltages. A block that never came (dropped
+// because the ring was full, or lost whole) is searched as zeros, and pipeline.json lists it.
+void run_listen(PipelineOptions& o) {
+  auto& c = o.config;
+  apply_search_options(c.search, c.run, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
+  c.integration = o.integrate;
+  c.algorithm = beamform::parse_algorithm(o.algorithm);
+  c.split = pipeline::parse_split(o.split);
+  c.pointings = load_pointings(o.beams_file, o.grid);
+  c.array = load_array(o.array, o.site);
+  if (!o.mask.empty()) {
+    c.array.mask.assign(static_cast<std::size_t>(c.array.nantennas()), 1);
+    for (int a : o.mask) {
+      require_range("--mask antenna", a, 0, c.array.nantennas() - 1);
+      c.array.mask[static_cast<std::size_t>(a)] = 0;
+    }
+  }
+  c.validate();
+  const Backend backend = parse_backend(o.backend);
+  if (o.blocks < 1)
+    fail(ErrorCategory::invalid_argument,
+         "--listen needs --blocks N, the stream's length in voltage blocks (the search is "
+         "planned for it)");
+  stream::SpeadCaptureConfig sc;
+  sc.listen = stream::parse_endpoint(o.listen, "spead", "--listen", true);
+  sc.ring_blocks = o.ring_blocks;
+  sc.idle_timeout_s = o.idle_timeout;
+  sc.validate();
+  std::optional<stream::Endpoint> http;
+  if (!o.http.empty()) http = stream::parse_http_address(o.http);
+  if (!stream::spead_supported())
+    fail(ErrorCategory::unsupported,
+         "this build has no spead2: --listen spead:// is unavailable (scripts/build-spead2)");
+  io::check_outputs({o.json}, {o.beams_file, o.array});  // output_file.hpp's rule
+  OutputFolder folder(o.out);
+  {
+    const auto in_out = [&](const char* name) {
+      return (std::filesystem::path(o.out) / name).string();
+    };
+    io::check_outputs(
+        {in_out("candidates.cand"), in_out("candidates.json"), in_out("pipeline.json"), o.json},
+        {o.beams_file, o.array});
+  }
+
+  stream::StreamCounters counters;
+  stream::StopOnSignals signals;
+  stream::SpeadVoltageCapture capture(sc, counters);
+  const stream::StatusLine line(counters, "warpbeam pipeline");
+  stream::StatusBoard board("warpbeam pipeline --listen " + sc.listen.to_string());
+  std::unique_ptr<stream::StatusServer> server;
+  if (http) server = std::make_unique<stream::StatusServer>(*http, counters, &line, board);
+  fmt::print(stderr, "warpbeam pipeline: listening on spead://{}:{}{}\n", sc.listen.host,
+             capture.port(),
+             server ? fmt::format("; status page http://{}:{}/", http->host, server->port()) : "");
+  if (!capture.wait_for_info(-1, [] { return stream::StopOnSignals::requested(); }))
+    fail(ErrorCategory::io, "{}: the stream ended before its description arrived",
+         sc.listen.to_string());
+  const io::VoltageStreamInfo info = capture.info();
+  o.in = info.source_name;
+  pipeline::PipelinePlan plan(c, info, o.blocks, backend);
+  fmt::print(stderr,
+             "warpbeam pipeline: {} channels x {} antennas x {} pol(s), blocks of {} samples\n",
+             info.nchans, info.nantennas, info.npol, info.block_samples);
+
+  std::vector<std::uint8_t> zeros;
+  nlohmann::json missing = nlohmann::json::array();
+  std::int64_t next = 0;
+  const auto mjd = [&](std::int64_t k) {
+    return info.mjd_start + static_cast<double>(k * info.block_samples) * info.tsamp_s / 86400;
+  };
+  const auto feed_zeros = [&](std::int64_t until) {
+    for (; next < until && next < o.blocks; ++next) {
+      zeros.assign(static_cast<std::size_t>(info.block_bytes()), 0);
+      plan.execute(zeros.data(), zeros.size(), mjd(next));
+      missing.push_back(next);
+    }
+  };
+  std::string reason = "end of stream";
+  while (next < o.blocks) {
+    if (stream::StopOnSignals::requested()) {
+      reason = fmt::format("signal {}", stream::StopOnSignals::signal());
+      break;
+    }
+    bool closed = false;
+    stream::Block* b = capture.ring().next(std::chrono::milliseconds(100), &closed);
+    if (!b) {
+      if (closed) break;
+      continue;
+    }
+    const std::int64_t seq = b->info.sequence;
+    if (seq >= next && seq < o.blocks) {
+      feed_zeros(seq);
+      plan.execute(b->data, b->bytes, mjd(seq));
+      ++next;
+      if (o.test_block_delay_ms > 0)
+        std::this_thread::sleep_for(
+            std::chrono::duration<double, std::milli>(o.test_block_delay_ms));
+      ++counters.blocks_processed;
+      counters.bytes_processed += static_cast<std::int64_t>(b->bytes);
+    }
+    capture.ring().release(b);
+    counters.ring_filled = static_cast<std::int64_t>(capture.ring().filled());
+  }
+  capture.stop();
+  feed_zeros(o.blocks);  // the blocks that never came (the run ended early, or the stream short)
+  pipeline::PipelineResult r = plan.finish();
+  counters.candidates = static_cast<std::int64_t>(r.candidates.size());
+  nlohmann::json k = counters.to_json();
+  o.stream_record = {{"address", sc.listen.to_string()},  {"ended_by", reason},
+                     {"lost_packets", k["lost_packets"]}, {"dropped_blocks", k["dropped_blocks"]},
+                     {"zero_filled_blocks", missing},     {"counters", k}};
+  write_products(o, r, folder);
+  fmt::print(
+      stderr,
+      "warpbeam pipeline: {}: {} block(s) processed, {} dropped (ring full), {} zero-filled, "
+      "{} heap(s) lost\n",
+      reason, counters.blocks_processed.load(), counters.dropped_blocks.load(), missing.size(),
+      counters.lost_packets.load());
+  print_summary(o, r);
+}
+
 void run(PipelineOptions& o, const dist::Comm& comm) {
   auto& c = o.config;
   auto& sc = c.search;
+  auto& run = c.run;
   Backend backend = Backend::automatic;
   std::unique_ptr<io::GuppiReader> reader;
   std::optional<OutputFolder> folder;
   std::exception_ptr error;
   try {  // usage errors (exit 2) before the file is opened, on every rank alike
-    apply_search_options(sc, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
+    apply_search_options(sc, run, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
     c.integration = o.integrate;
     c.algorithm = beamform::parse_algorithm(o.algorithm);
     c.split = pipeline::parse_split(o.split);
@@ -100,7 +238,6 @@ void run(PipelineOptions& o, const dist::Comm& comm) {
   }
   comm.agree(error);
   pipeline::PipelineResult r = pipeline::run_pipeline(*reader, reader->nblocks(), c, backend);
-  const auto& h = r.header;
 
   // Rank 0 writes the products, all or none; every rank learns whether that worked.
   if (comm.is_root()) {
@@ -113,6 +250,11 @@ void run(PipelineOptions& o, const dist::Comm& comm) {
   comm.agree(error);
   if (!comm.is_root()) return;
 
+  print_summary(o, r);
+}
+
+void print_summary(const PipelineOptions& o, const pipeline::PipelineResult& r) {
+  const auto& h = r.header;
   fmt::print(
       "{}: {} beams of {} channels, {} samples ({:.3f} s) each, tsamp {} us, {} block(s); {} DM "
       "trials {:.2f}-{:.2f}, {} gulp(s) of {}\n",
@@ -154,7 +296,25 @@ void add_pipeline_command(CLI::App& app) {
       "Voltages -> beams -> dedispersion -> single-pulse search for every beam (GUPPI raw)");
   auto o = std::make_shared<PipelineOptions>();
   auto& sc = o->config.search;
-  cmd->add_option("IN", o->in, "Voltage file (GUPPI raw with NANTS)")->required();
+  auto& ro = o->config.run;
+  cmd->add_option("IN", o->in, "Voltage file (GUPPI raw with NANTS)");
+  cmd->add_option("--listen", o->listen,
+                  "Search a live SPEAD voltage stream received on spead://HOST:PORT instead of IN "
+                  "(`warpbeam send voltages`)");
+  cmd->add_option("--blocks", o->blocks, "--listen: the stream's length in voltage blocks")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  cmd->add_option("--ring-blocks", o->ring_blocks, "--listen: blocks of the ring")
+      ->check(CLI::Range(3, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout", o->idle_timeout,
+                  "--listen: end after this many seconds without a packet (0: at the stream's "
+                  "stop heap)")
+      ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--http", o->http,
+                  "--listen: serve /metrics (Prometheus) and a live page at 127.0.0.1:PORT");
+  cmd->add_option("--test-block-delay-ms", o->test_block_delay_ms)
+      ->check(CLI::Range(0.0, 1e6))
+      ->group("");
   cmd->add_option("--beams", o->beams_file,
                   "Beam list: 'azel AZ EL [NAME]', 'radec RA DEC [NAME]' or 'lm L M [NAME]' "
                   "per line (degrees; RA/Dec beams track)");
@@ -194,15 +354,15 @@ void add_pipeline_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--baseline", sc.baseline_s, "Running-median baseline window (s)")
       ->capture_default_str();
-  cmd->add_option("--gulp", sc.gulp, "Beam samples searched per gulp (0: from the budgets)")
+  cmd->add_option("--gulp", ro.gulp, "Beam samples searched per gulp (0: from the budgets)")
       ->capture_default_str();
-  cmd->add_option("--threads", sc.threads, "CPU threads (0: all)")->capture_default_str();
+  cmd->add_option("--threads", ro.threads, "CPU threads (0: all)")->capture_default_str();
   cmd->add_option("--memory", o->memory_mib, "Host memory budget (MiB)")->capture_default_str();
   cmd->add_option("--gpu-memory", o->gpu_memory_mib,
                   "CUDA: budget for the device buffers (MiB; 0: 80% of the free memory)")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
-  cmd->add_option("--device", sc.device, "CUDA device index")
+  cmd->add_option("--device", ro.device, "CUDA device index")
       ->check(CLI::Range(0, 1023))
       ->capture_default_str();
   cmd->add_option("--gpus", o->config.devices,
@@ -215,7 +375,7 @@ void add_pipeline_command(CLI::App& app) {
                   "forms and searches its own beams) or auto (channels)")
       ->check(CLI::IsMember({"auto", "channels", "beams"}))
       ->capture_default_str();
-  cmd->add_option("--gpu-streams", sc.gpu_streams,
+  cmd->add_option("--gpu-streams", ro.gpu_streams,
                   "CUDA: search streams (2: one beam's RFI stage overlaps the previous beam's "
                   "search)")
       ->check(CLI::Range(1, 2))
@@ -230,8 +390,16 @@ void add_pipeline_command(CLI::App& app) {
       "(--gpus) or MPI ranks (mpirun -n N warpbeam pipeline ...) share the work (--split); the "
       "candidates are the same as one worker finds.");
   cmd->callback([o] {
+    if (o->listen.empty() == o->in.empty())
+      fail(ErrorCategory::invalid_argument,
+           "give either IN (a voltage file) or --listen spead://...");
+    if (!o->listen.empty())
+      return naming_flags(kSearchFlags,
+                          [&] { naming_flags(kPipelineFlags, [&] { run_listen(*o); }); });
     const dist::Comm& comm = dist::Comm::world();
-    dist::run_collective(comm, [&] { run(*o, comm); });
+    dist::run_collective(comm, [&] {
+      naming_flags(kSearchFlags, [&] { naming_flags(kPipelineFlags, [&] { run(*o, comm); }); });
+    });
   });
 }
 

@@ -24,6 +24,7 @@ struct SearchOptions {
   std::vector<std::string> paths;
   std::string output, json, zap_chans, backend = "cpu", gpus;
   search::FileSearchConfig config;
+  search::RunOptions run;
   double memory_mib = 2048, gpu_memory_mib = 0;
   int top = 10;
   bool no_zero_dm = false, beam_column = false, device_given = false;
@@ -80,23 +81,25 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
   dist::DistSearchConfig dc;
   std::exception_ptr error;
   try {  // usage errors (exit 2) before any file is opened, on every rank alike
-    apply_search_options(c, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
+    apply_search_options(c, o.run, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
     c.validate();
+    o.run.validate();
     if (!o.json.empty() && o.paths.size() > 1)
       fail(ErrorCategory::invalid_argument,
            "--json describes one file's search: give one FILE, or --output for several");
     if (o.device_given && !o.gpus.empty())
       fail(ErrorCategory::invalid_argument,
            "--device {} and --gpus {}: give one (--gpus lists the devices sharing the work)",
-           c.device, o.gpus);
+           o.run.device, o.gpus);
     // The products must be writable, and must not be an input: fail now, not after a long search.
     io::check_outputs({o.output, o.json}, o.paths);
     dc.files = o.paths;
     dc.search = c;
+    dc.run = o.run;
     dc.backend = parse_backend(o.backend);
     if (!o.gpus.empty()) dc.gpus = dist::parse_gpu_list(o.gpus);
     // --device picks the one GPU (and, as before --gpus, means nothing to the CPU backend).
-    if (o.device_given && resolve_backend(dc.backend) == Backend::cuda) dc.gpus = {c.device};
+    if (o.device_given && resolve_backend(dc.backend) == Backend::cuda) dc.gpus = {o.run.device};
   } catch (...) {
     error = std::current_exception();
   }
@@ -114,6 +117,7 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
       if (!o.json.empty()) {
         const auto& f = r.files.front();
         nlohmann::json params = c.to_json();
+        params.update(o.run.to_json());  // one flat object, as every product records it
         params["run"] = f.pieces.size() == 1 ? f.pieces.front().run : nlohmann::json(nullptr);
         if (r.workers > 1) params["distributed"] = r.to_json();
         io::write_candidates_json(staged.temp(o.json), r.candidates, f.header, f.path, params,
@@ -145,6 +149,7 @@ void add_search_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("search", "Single-pulse search of SIGPROC filterbanks (beams)");
   auto o = std::make_shared<SearchOptions>();
   auto& c = o->config;
+  auto& run = o->run;
   cmd->add_option("FILE", o->paths,
                   "SIGPROC filterbank files (several: beams 0, 1, ... in this order)")
       ->required();
@@ -172,10 +177,10 @@ void add_search_command(CLI::App& app) {
   cmd->add_option("--json", o->json, "Write candidates, parameters and header as JSON");
   cmd->add_flag("--beam-column", o->beam_column,
                 "Add the beam as a 10th .cand column (always with several files)");
-  cmd->add_option("--threads", c.threads, "CPU threads (0: all)")->capture_default_str();
+  cmd->add_option("--threads", run.threads, "CPU threads (0: all)")->capture_default_str();
   cmd->add_option("--memory", o->memory_mib, "Memory budget for the search's buffers (MiB)")
       ->capture_default_str();
-  cmd->add_option("--gulp", c.gulp, "Output samples per gulp (0: from the memory budget)")
+  cmd->add_option("--gulp", run.gulp, "Output samples per gulp (0: from the memory budget)")
       ->capture_default_str();
   cmd->add_option("--top", o->top, "Candidates shown in the table (0: all)")
       ->check(CLI::Range(0, 1 << 30))
@@ -186,19 +191,19 @@ void add_search_command(CLI::App& app) {
                   "by the workers of a device)")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
-  cmd->add_option("--device", c.device, "CUDA device index (one device; see --gpus)")
+  cmd->add_option("--device", run.device, "CUDA device index (one device; see --gpus)")
       ->check(CLI::Range(0, 1023))
       ->each([o](const std::string&) { o->device_given = true; })
       ->capture_default_str();
   cmd->add_option("--gpus", o->gpus,
                   "CUDA devices sharing the work, e.g. 0,1 or 0,0 (default: every visible one; "
                   "under mpirun each rank takes one, local rank mod the list)");
-  cmd->add_option("--gpu-streams", c.gpu_streams,
+  cmd->add_option("--gpu-streams", run.gpu_streams,
                   "CUDA: 2 overlaps gulp n+1's read, copy and RFI stage with gulp n's work; 1 "
                   "runs the gulps in turn")
       ->check(CLI::Range(1, 2))
       ->capture_default_str();
-  cmd->add_flag("--autotune", c.autotune,
+  cmd->add_flag("--autotune", run.autotune,
                 "CUDA: time a few dedispersion kernels and tile sizes on the gulp's shape first "
                 "(cached per shape in $XDG_CACHE_HOME/warpbeam/dedisp-tuning.json)");
   cmd->footer(
@@ -209,7 +214,7 @@ void add_search_command(CLI::App& app) {
       "DM ranges; the candidates are the same as one process finds.");
   cmd->callback([o] {
     const dist::Comm& comm = dist::Comm::world();
-    dist::run_collective(comm, [&] { run_search(*o, comm); });
+    dist::run_collective(comm, [&] { naming_flags(kSearchFlags, [&] { run_search(*o, comm); }); });
   });
 }
 

@@ -100,6 +100,9 @@ void add_pipeline_command(CLI::App& app);
 /// `bench pipeline --config B1 --backend cpu|cuda` (cmd_bench_pipeline.cpp).
 void add_bench_pipeline_command(CLI::App& app);
 
+/// `send tbf|voltages FILE ADDRESS` (cmd_send.cpp): test senders of live streams.
+void add_send_command(CLI::App& app);
+
 /// Adds the CLI11 validator-free `--backend cpu|cuda|auto` option to `cmd`.
 void add_backend_option(CLI::App& cmd, std::string& backend);
 

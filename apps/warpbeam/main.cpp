@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   add_bench_search_scaling_command(app);
   add_pipeline_command(app);
   add_bench_pipeline_command(app);
+  add_send_command(app);
 
   // A mistyped command is named (also under simulate and bench).
   if (argc > 1) {

@@ -139,6 +139,31 @@ void require_view(const View<T, Rank>& v, const std::array<std::int64_t, Rank>& 
 }
 
 // ---------------------------------------------------------------------------------------------
+// Workspace
+// ---------------------------------------------------------------------------------------------
+
+/// Memory a plan holds besides its caller's input and output (tables, scratch), as cuFFT's
+/// cufftGetSize() reports a plan's work area: plan.workspace() is what a made plan holds,
+/// Plan::estimate_workspace(config, backend) an upper bound before making one (cufftEstimate*).
+/// Callers size memory budgets from these reports, never from constants guessed outside the
+/// engine (DESIGN.md).
+struct Workspace {
+  std::int64_t host_bytes = 0;
+  std::int64_t device_bytes = 0;
+  Workspace& operator+=(const Workspace& o) {
+    host_bytes += o.host_bytes;
+    device_bytes += o.device_bytes;
+    return *this;
+  }
+  friend Workspace operator+(Workspace a, const Workspace& b) { return a += b; }
+  friend Workspace operator*(std::int64_t n, Workspace w) {
+    w.host_bytes *= n;
+    w.device_bytes *= n;
+    return w;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
 // Version and provenance
 // ---------------------------------------------------------------------------------------------
 

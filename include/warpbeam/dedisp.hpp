@@ -184,6 +184,16 @@ class DedispersionPlan {
   /// One line naming the kernel and its tile sizes, for logs and benchmark records.
   std::string kernel_description() const;
 
+  /// The memory this plan holds besides the caller's input and output: host bytes (CPU: the
+  /// unpacked [chan][time] scratch and the delay table) and device bytes (CUDA: the delay and
+  /// tile tables, the corner-turn scratch).
+  Workspace workspace() const;
+  /// An upper bound of workspace() for a plan of `config` on `backend`, without making it (no
+  /// device needed; the DM list's length matters, not its values, and it may be empty: linear
+  /// in the number of DM trials). CUDA tiled/packed: the tile tables are counted for tiles of
+  /// one DM trial (any device's shared memory).
+  static Workspace estimate_workspace(const DedispersionConfig& config, Backend backend);
+
  private:
   DedispersionConfig config_;
   Backend backend_;

@@ -24,16 +24,24 @@ class Stream {
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
-  Stream(Stream&& o) noexcept : handle_(std::exchange(o.handle_, nullptr)) {}
+  Stream(Stream&& o) noexcept
+      : handle_(std::exchange(o.handle_, nullptr)), owned_(std::exchange(o.owned_, true)) {}
   Stream& operator=(Stream&& o) noexcept {
     std::swap(handle_, o.handle_);
+    std::swap(owned_, o.owned_);
     return *this;
   }
+  /// A Stream for a cudaStream_t made by someone else (CuPy's or PyTorch's current stream, for
+  /// the Python module): the destructor leaves it alone. nullptr is the legacy default stream.
+  /// Makes no CUDA call, so it works in every build.
+  static Stream borrow(void* handle) { return Stream(handle, false); }
   void* handle() const { return handle_; }  ///< the cudaStream_t
   void synchronize() const;
 
  private:
+  Stream(void* handle, bool owned) : handle_(handle), owned_(owned) {}
   void* handle_ = nullptr;
+  bool owned_ = true;
 };
 
 /// A CUDA event for timing and cross-stream ordering.

@@ -6,22 +6,23 @@
 // It is the file search (search.hpp, search_filterbank()) run on every beam of a beamformer
 // (beamform.hpp) as the beams are formed: each beam's power [time][chan] is a float32 filterbank
 // (tsamp = the voltages' tsamp x integration, fch1/foff = the voltage channels), cut into the
-// same gulps as search_filterbank() would cut that filterbank (search/file_search.hpp's
-// plan_file_search: owned ranges of `gulp` samples, a margin of boxcar_max samples each side,
-// input rows [p0, p1 + max_delay)). Blocks of voltages arrive one at a time; their beams are
-// appended to a buffer of rows per beam, and every gulp whose rows are all there is searched for
-// every beam; the rows that the next gulp still needs (its margin and the maximum dispersion
-// delay) stay in the buffer, so a pulse across a block or gulp boundary is found exactly as in
-// the file. Hence, for a beam b, the candidates equal those of search_filterbank() on the
-// filterbank `warpbeam beamform` writes for b, with the same gulp (the tests check this).
+// same gulps as search_filterbank() would cut that filterbank (a search::FileSearchPlan of the
+// beams' header: owned ranges of `gulp` samples, a margin of boxcar_max samples each side,
+// input rows [p0, p1 + max_delay)), and searched by the same GulpSearcher. Blocks of voltages
+// arrive one at a time; their beams are appended to a buffer of rows per beam, and every gulp whose
+// rows are all there is searched for every beam; the rows that the next gulp still needs (its
+// margin and the maximum dispersion delay) stay in the buffer, so a pulse across a block or gulp
+// boundary is found exactly as in the file. Hence, for a beam b, the candidates equal those of
+// search_filterbank() on the filterbank `warpbeam beamform` writes for b, with the same gulp (the
+// tests check this).
 //
 // Backend cuda: the beams never leave the GPU. Voltage blocks are copied (pinned host buffer,
 // one copy stream) while the previous block is beamformed (a compute stream); each gulp of each
-// beam is copied device to device into the GPU search's cleaner and searched by the file
-// search's CUDA building blocks (CudaGulpCleaner, the channel-major dedispersion plan,
-// CudaPlaneSearcher) on two search streams, so one beam's RFI stage overlaps the previous beam's
-// dedispersion and search. Only the RFI statistics (12 bytes per channel per beam and gulp) and
-// the peaks come back: PipelineResult counts the bytes copied each way.
+// beam is copied device to device into the input of the search's CUDA GulpSearcher (the file
+// search's: RFI stage, channel-major dedispersion, plane search) on two search streams, so one
+// beam's RFI stage overlaps the previous beam's dedispersion and search. Only the RFI statistics
+// (12 bytes per channel per beam and gulp) and the peaks come back: PipelineResult counts the bytes
+// copied each way.
 //
 // Several workers (devices of PipelineConfig::devices, or MPI ranks of PipelineConfig::comm): see
 // Split. Splitting channels is a corner turn: worker p ingests sub-band p of every block, forms
@@ -72,12 +73,14 @@ struct PipelineConfig {
   int integration = 1;                        ///< voltage samples per beam sample
   beamform::Algorithm algorithm = beamform::Algorithm::automatic;
   beamform::CudaTuning tuning;
-  /// The search of every beam: DM range, S/N threshold, boxcar_max, baseline, RFI, clustering,
-  /// gulp (0: the largest power of 2 whose beam buffer fits the memory budget; see
-  /// PipelinePlan), threads, device.
+  /// The search of every beam: DM range, S/N threshold, boxcar_max, baseline, RFI, clustering.
   search::FileSearchConfig search;
+  /// How it runs: gulp (0: halved from the file search's default until the beam buffer fits the
+  /// memory budget too; see PipelinePlan), threads (also the CPU beamformer's), memory budgets,
+  /// device (cuda, without `devices`), gpu_streams, progress.
+  search::RunOptions run;
   /// cuda: the devices (issue 7's --gpus), one worker each (a device listed twice gets two:
-  /// how one GPU tests the split). Empty: search.device alone. Under MPI (comm of several ranks)
+  /// how one GPU tests the split). Empty: run.device alone. Under MPI (comm of several ranks)
   /// each rank is one worker on devices[local rank mod devices.size()] (empty: local rank mod
   /// the visible devices).
   std::vector<int> devices;
@@ -146,8 +149,8 @@ class PipelinePlan {
   /// nblocks x block_samples / integration samples (throws invalid_argument when they are
   /// shorter than the largest dispersion delay) and allocates every buffer. `nblocks`: the
   /// whole blocks the stream holds. The beam buffer holds rows = plane + max_delay + one block
-  /// per beam; with search.gulp = 0 the gulp is halved from the file search's default until it
-  /// fits search.memory_bytes (cpu) or half of the device budget (cuda).
+  /// per beam; with run.gulp = 0 the gulp is halved from the file search's default until it
+  /// fits what the search leaves of run.memory_bytes (cpu) or half of the device budget (cuda).
   PipelinePlan(PipelineConfig config, const io::VoltageStreamInfo& info, std::int64_t nblocks,
                Backend backend);
   ~PipelinePlan();
@@ -173,7 +176,7 @@ class PipelinePlan {
 
 /// Runs the pipeline over a whole voltage stream with `nblocks` whole blocks (read with
 /// reader.read_block(); on cuda into a buffer page-locked in place, HostRegistration). Progress on
-/// stderr when it is a terminal (search.progress). Under MPI (config.comm of several ranks) every
+/// stderr when it is a terminal (run.progress). Under MPI (config.comm of several ranks) every
 /// rank reads the stream; a rank's error in planning or reading stops every rank with the same
 /// AgreedError.
 PipelineResult run_pipeline(io::VoltageReader& reader, std::int64_t nblocks,

@@ -128,7 +128,7 @@ Stream::Stream() {
   handle_ = s;
 }
 Stream::~Stream() {
-  if (handle_) cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
+  if (handle_ && owned_) cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
 }
 void Stream::synchronize() const {
   WB_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));

@@ -42,6 +42,10 @@ class CpuDirectExecutor final : public Executor {
   }
 
  private:
+  Workspace workspace() const override {
+    return {static_cast<std::int64_t>(unpacked_.size() * sizeof(float)), 0};
+  }
+
   std::vector<float> unpacked_;  // [nsamples_in][nchans]
 };
 

@@ -157,6 +157,12 @@ class CpuExecutor final : public Executor {
     }
   }
 
+  Workspace workspace() const override {
+    return {static_cast<std::int64_t>(delays_.size() * sizeof(std::int32_t) +
+                                      scratch_.size() * sizeof(float)),
+            0};
+  }
+
   std::vector<int> active_;           // channels the killmask keeps
   std::vector<std::int32_t> delays_;  // [ndm][active] (samples)
   std::int64_t stride_ = 0;           // scratch row length (floats)
@@ -165,6 +171,18 @@ class CpuExecutor final : public Executor {
 };
 
 }  // namespace
+
+Workspace estimate_cpu_workspace(const DedispersionConfig& c) {
+  const auto ndm = static_cast<std::int64_t>(c.dms.size());
+  if (c.algorithm == Algorithm::direct)  // cpu_direct.cpp: the unpacked gulp [time][chan]
+    return {c.nsamples_in * c.nchans * static_cast<std::int64_t>(sizeof(float)), 0};
+  std::int64_t nact = c.nchans;
+  if (!c.killmask.empty()) nact = std::count(c.killmask.begin(), c.killmask.end(), 1);
+  return {ndm * nact * static_cast<std::int64_t>(sizeof(std::int32_t)) +
+              std::max<std::int64_t>(nact, 1) * padded(c.nsamples_in) *
+                  static_cast<std::int64_t>(sizeof(float)),
+          0};
+}
 
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan) {
   if (plan.config.algorithm == Algorithm::direct) return make_cpu_direct_executor(plan);

@@ -75,6 +75,11 @@ class CudaExecutor final : public Executor {
   }
 
   Algorithm algorithm(const PlanData&) const override { return algorithm_; }
+  Workspace workspace() const override {
+    return {0, static_cast<std::int64_t>(delays_.bytes() + killmask_.bytes() + words_.bytes() +
+                                         compact_.bytes() + base_.bytes() + span_.bytes() +
+                                         chan_row_.bytes() + scratch_.bytes())};
+  }
   CudaTuning tuning(const PlanData&) const override {
     return algorithm_ == Algorithm::direct ? CudaTuning{} : geo_.tuning();
   }

@@ -43,7 +43,14 @@ class Executor {
   virtual std::string description(const PlanData& plan) const {
     return "cpu " + to_string(plan.config.algorithm);
   }
+  /// What the executor allocated (DedispersionPlan::workspace()).
+  virtual Workspace workspace() const = 0;
 };
+
+/// DedispersionPlan::estimate_workspace() of each backend: cpu_tiled.cpp (both CPU kernels),
+/// tile_geometry.cpp (the CUDA kernels' tables and scratch; plain C++, in every build).
+Workspace estimate_cpu_workspace(const DedispersionConfig& config);
+Workspace estimate_cuda_workspace(const DedispersionConfig& config);
 
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
 /// The untiled CPU loop (cpu_direct.cpp): Algorithm::direct on the CPU, the benchmark baseline.

@@ -173,6 +173,15 @@ CudaTuning DedispersionPlan::tuning() const {
   return exec_->tuning({config_, delays_, max_delay_, nsamples_out()});
 }
 
+Workspace DedispersionPlan::workspace() const {
+  return exec_->workspace();
+}
+
+Workspace DedispersionPlan::estimate_workspace(const DedispersionConfig& config, Backend backend) {
+  return resolve_backend(backend) == Backend::cuda ? detail::estimate_cuda_workspace(config)
+                                                   : detail::estimate_cpu_workspace(config);
+}
+
 std::string DedispersionPlan::kernel_description() const {
   return exec_->description({config_, delays_, max_delay_, nsamples_out()});
 }

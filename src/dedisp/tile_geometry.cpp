@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <climits>
 
+#include "dedisp/executor.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/unpack.hpp"
 
 namespace warpbeam::dedisp::detail {
 
@@ -165,6 +167,28 @@ TileGeometry plan_tile_geometry(Algorithm algorithm, const CudaTuning& req,
     fail(ErrorCategory::unsupported, "{} x {} tiles exceed one CUDA grid; use smaller gulps",
          g.ndm_tiles, g.ntime_tiles);
   return g;
+}
+
+// What cuda_dispatch.cpp's CudaExecutor allocates, with the tile tables counted for tiles of one
+// DM (the most tiles any device's shared memory can force): an upper bound of its workspace().
+Workspace estimate_cuda_workspace(const DedispersionConfig& c) {
+  const auto ndm = static_cast<std::int64_t>(c.dms.size());
+  const std::int64_t nchans = c.nchans, n = c.nsamples_in, i32 = sizeof(std::int32_t);
+  const Algorithm a = c.algorithm == Algorithm::automatic
+                          ? (c.nbits <= 8 ? Algorithm::packed : Algorithm::tiled)
+                          : c.algorithm;
+  if (a == Algorithm::direct) {
+    const auto row_bytes = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
+    return {0, ndm * nchans * i32 + (c.killmask.empty() ? 0 : nchans) +
+                   (row_bytes + 3) / 4 * ((n + 3) / 4 * 4) * 4};
+  }
+  std::int64_t nused = nchans;
+  if (!c.killmask.empty()) nused = std::count(c.killmask.begin(), c.killmask.end(), 1);
+  // compact delays [ndm][nused], base and span [ndm tiles][nused] each, chan_row [nchans]
+  std::int64_t bytes = 3 * ndm * nused * i32 + nchans * i32;
+  if (!c.channel_major)  // the corner-turn scratch: float32 rows above 8 bits, 1-byte codes else
+    bytes += c.nbits > 8 ? nused * ((n + 4 + 3) / 4 * 4) * 4 : nused * ((n + 8 + 15) / 16 * 16);
+  return {0, bytes};
 }
 
 }  // namespace warpbeam::dedisp::detail

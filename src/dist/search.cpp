@@ -14,10 +14,11 @@
 #include <tuple>
 
 #include "dist/pack.hpp"
-#include "search/file_search.hpp"
+#include "search/gulp_searcher.hpp"
 #include "warpbeam/dedisp.hpp"
 #include "warpbeam/device.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 #include "warpbeam/progress.hpp"
 
 namespace warpbeam::dist {
@@ -54,7 +55,7 @@ struct WorkerSetup {
 std::int64_t device_budget(const DistSearchConfig& cfg, const Comm& comm,
                            const std::vector<int>& devices, int device) {
   if (device < 0) return 0;
-  if (cfg.search.device_memory_bytes > 0) return cfg.search.device_memory_bytes;
+  if (cfg.run.device_memory_bytes > 0) return cfg.run.device_memory_bytes;
 #ifdef WARPBEAM_HAVE_CUDA
   std::int64_t shares = 0;
   if (comm.size() == 1) {
@@ -67,9 +68,9 @@ std::int64_t device_budget(const DistSearchConfig& cfg, const Comm& comm,
     for (int l = 0; l < comm.local_size(); ++l)
       shares += list[static_cast<std::size_t>(l) % list.size()] == device ? 1 : 0;
   }
-  search::FileSearchConfig c = cfg.search;
-  c.device = device;
-  return search::detail::cuda_device_budget(c) / std::max<std::int64_t>(1, shares);
+  search::RunOptions o = cfg.run;
+  o.device = device;
+  return search::device_memory_budget(o) / std::max<std::int64_t>(1, shares);
 #else
   (void)comm;
   (void)devices;
@@ -77,45 +78,42 @@ std::int64_t device_budget(const DistSearchConfig& cfg, const Comm& comm,
 #endif
 }
 
-// The layout of file `f` for local worker k: planned as a search of the whole DM list with the
-// run's gulp and the memory bound's thread count, then given the worker's own threads.
-search::detail::FileSearchLayout plan_for_worker(const DistSearchConfig& cfg,
-                                                 const WorkerSetup& setup, const FileReport& f,
-                                                 std::int64_t gulp, std::size_t k) {
-  search::FileSearchConfig c = cfg.search;
-  c.gulp = gulp;
-  c.threads = setup.memory_threads;
-  c.device = std::max(0, setup.devices[k]);
-  c.device_memory_bytes = setup.device_budgets[k];
-  auto L = search::detail::plan_file_search(f.path, f.header, c, setup.backend);
-  L.threads = setup.threads > 0 ? setup.threads : omp_get_max_threads();
-  L.dedisp.threads = setup.threads;
-  L.search.threads = setup.threads;
-  return L;
+// The plan of file `f` for local worker k: the whole DM list with `gulp` (0: the default the
+// budgets allow), `threads` OpenMP threads (what the host memory bound counts), and the worker's
+// device and device budget. A worker then searches its slice of it (search::SearchSlice).
+search::FileSearchPlan plan_for_worker(const DistSearchConfig& cfg, const WorkerSetup& setup,
+                                       const FileReport& f, std::int64_t gulp, std::size_t k,
+                                       int threads) {
+  search::RunOptions o = cfg.run;
+  o.gulp = gulp;
+  o.threads = threads;
+  o.device = std::max(0, setup.devices[k]);
+  o.device_memory_bytes = setup.device_budgets[k];
+  return search::FileSearchPlan(cfg.search, o, f.header, setup.backend, f.path);
 }
 
 // Searches one piece as search::search_filterbank() does: a whole file is clustered here
 // (streaming, gulp by gulp); a slice hands its peaks on for rank 0 to cluster with the others.
 void search_piece(const DistSearchConfig& cfg, const WorkerSetup& setup,
-                  const search::detail::FileSearchLayout& L, const SearchTask& t, Piece& p) {
-  search::SearchResult res = search::detail::planned_result(L);
-  res.backend = setup.backend == Backend::cuda ? "cuda" : "cpu";  // this worker's backend
-  res.dm_chunk = std::min(L.chunk, t.dm_end - t.dm_begin);        // the chunk within this slice
+                  const search::FileSearchPlan& plan, const SearchTask& t, Piece& p) {
+  search::SearchResult res = search::planned_result(plan);
+  res.backend = setup.backend == Backend::cuda ? "cuda" : "cpu";    // this worker's backend
+  res.dm_chunk = std::min(plan.dm_chunk(), t.dm_end - t.dm_begin);  // the chunk within this slice
 
   search::Clusterer clusterer(cfg.search.cluster);
   std::vector<search::Cluster> clusters;
-  Progress progress(fmt::format("search {}", L.path), L.nout);
+  Progress progress(fmt::format("search {}", plan.name()), plan.nsamples_searched());
   if (!setup.progress) progress.set_enabled(false);
-  auto sink = [&](search::detail::GulpPeaks&& gp) {
+  auto sink = [&](search::GulpPeaks&& gp) {
     const auto t0 = std::chrono::steady_clock::now();
     res.min_channels_kept = std::min(res.min_channels_kept, gp.channels_kept);
     res.add_zapped(gp.zap_reason);
-    const auto r = L.gulp_range(gp.gulp);
+    const auto r = plan.gulp_range(gp.gulp);
     if (t.whole) {
       // Every later gulp's plane starts at or after own_end - margin: spans begin no earlier.
       clusterer.add(gp.peaks);
-      const auto done =
-          gp.gulp + 1 < L.gulps ? clusterer.take_final(r.own_end - L.margin) : clusterer.finish();
+      const auto done = gp.gulp + 1 < plan.gulps() ? clusterer.take_final(r.own_end - plan.margin())
+                                                   : clusterer.finish();
       clusters.insert(clusters.end(), done.begin(), done.end());
     } else {
       p.peaks.insert(p.peaks.end(), gp.peaks.begin(), gp.peaks.end());
@@ -123,25 +121,20 @@ void search_piece(const DistSearchConfig& cfg, const WorkerSetup& setup,
     res.seconds_cluster +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress.update(r.own_end);
+    ++res.gulps_searched;
+    return true;
   };
-  search::detail::StageTimes times;
-  if (setup.backend == Backend::cuda) {
-    search::detail::CudaRunOptions o;
-    o.device = p.device;
-    o.streams = cfg.search.gpu_streams;
-    o.autotune = cfg.search.autotune;
-    search::detail::run_gulps_cuda(L, t.dm_begin, t.dm_end, o, sink, times,
-                                   {t.gulp_begin, t.gulp_end});
-  } else {
-    search::detail::run_gulps_cpu(L, t.dm_begin, t.dm_end, sink, times, {t.gulp_begin, t.gulp_end});
-  }
+  search::StageTimes times;
+  const auto source = io::open_filterbank(plan.name());
+  search::search_gulps(plan, *source, {t.gulp_begin, t.gulp_end, t.dm_begin, t.dm_end},
+                       std::max(p.device, 0), sink, times);
   progress.finish();
   times.report_to(res);
   p.run = res.to_json().dump();
   if (t.whole)
     for (const auto& cl : clusters)
       p.candidates.push_back(
-          search::to_candidate(cl, L.dms, L.header.tsamp, cfg.search.beam + t.file));
+          search::to_candidate(cl, plan.dms(), plan.header().tsamp, cfg.search.beam + t.file));
 }
 
 void search_pieces(const DistSearchConfig& cfg, const WorkerSetup& setup,
@@ -157,8 +150,8 @@ void search_pieces(const DistSearchConfig& cfg, const WorkerSetup& setup,
     p.worker = worker;
     p.device = device;
     const auto f = static_cast<std::size_t>(t.file);
-    const auto L = plan_for_worker(cfg, setup, files[f], setup.gulps[f], k);
-    search_piece(cfg, setup, L, t, p);
+    const auto plan = plan_for_worker(cfg, setup, files[f], setup.gulps[f], k, setup.threads);
+    search_piece(cfg, setup, plan, t, p);
     out.push_back(std::move(p));
   }
 }
@@ -363,6 +356,7 @@ DistSearchResult search_files(const DistSearchConfig& cfg, const Comm& comm) {
   try {
     if (cfg.files.empty()) fail(ErrorCategory::invalid_argument, "no file to search");
     cfg.search.validate();
+    cfg.run.validate();
     require_range("cpu_workers", cfg.cpu_workers, 0, 4096);
     setup.backend = resolve_backend(cfg.backend);
     setup.devices = local_devices(setup.backend, cfg.gpus, comm);
@@ -372,18 +366,17 @@ DistSearchResult search_files(const DistSearchConfig& cfg, const Comm& comm) {
     // OpenMP threads: the user's, else the process's cores shared by its workers. The memory
     // bound counts the same number on every worker, so all cut the files into the same gulps.
     const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    setup.memory_threads = cfg.search.threads > 0 ? cfg.search.threads : hw;
-    setup.threads = cfg.search.threads > 0 || nlocal == 1
-                        ? cfg.search.threads
+    setup.memory_threads = cfg.run.threads > 0 ? cfg.run.threads : hw;
+    setup.threads = cfg.run.threads > 0 || nlocal == 1
+                        ? cfg.run.threads
                         : std::max(1, omp_get_max_threads() / nlocal);
     for (int d : setup.devices)
       setup.device_budgets.push_back(device_budget(cfg, comm, setup.devices, d));
 
     for (const auto& path : cfg.files) {
-      const io::FilterbankReader reader(path);
       FileReport rep;
       rep.path = path;
-      rep.header = reader.header();
+      rep.header = io::open_filterbank(path)->header();
       const auto& h = rep.header;
       rep.dms =
           dedisp::dm_list_dedisp(cfg.search.dm_min, cfg.search.dm_max, cfg.search.pulse_width_us,
@@ -392,7 +385,8 @@ DistSearchResult search_files(const DistSearchConfig& cfg, const Comm& comm) {
       // fails here, on every rank).
       std::int64_t gulp = std::numeric_limits<std::int64_t>::max();
       for (std::size_t k = 0; k < setup.devices.size(); ++k)
-        gulp = std::min(gulp, plan_for_worker(cfg, setup, rep, cfg.search.gulp, k).gulp);
+        gulp = std::min(
+            gulp, plan_for_worker(cfg, setup, rep, cfg.run.gulp, k, setup.memory_threads).gulp());
       local_gulps.push_back(gulp);
       res.files.push_back(std::move(rep));
     }
@@ -432,9 +426,10 @@ DistSearchResult search_files(const DistSearchConfig& cfg, const Comm& comm) {
   // Gulps per file (with the agreed gulp), so that a file of several workers can be cut in time.
   std::vector<std::int64_t> ngulps(nfiles);
   for (std::size_t f = 0; f < nfiles; ++f)
-    ngulps[f] = plan_for_worker(cfg, setup, res.files[f], setup.gulps[f], 0).gulps;
+    ngulps[f] =
+        plan_for_worker(cfg, setup, res.files[f], setup.gulps[f], 0, setup.memory_threads).gulps();
   const auto partition = partition_search(ndm, cost, res.workers, ngulps);
-  setup.progress = cfg.search.progress && res.workers == 1;
+  setup.progress = cfg.run.progress && res.workers == 1;
 
   // 3. Every local worker's pieces.
   std::vector<Piece> pieces;

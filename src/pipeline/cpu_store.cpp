@@ -1,12 +1,10 @@
 // The multi-beam pipeline's CPU store: the beamformer's CPU plan, a host buffer of beam rows, and
-// per gulp and beam the file search's CPU stages (clean_filterbank, the dedispersion plan on
-// float32 rows, SearchPlan), as search/cpu_store.cpp runs them on a file's gulp.
+// per gulp and beam the search's CPU GulpSearcher (src/search/gulp_searcher_cpu.cpp), which
+// reads the beam's float32 rows in place.
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "pipeline/store.hpp"
-#include "warpbeam/dedisp.hpp"
 #include "warpbeam/format.hpp"
 
 namespace warpbeam::pipeline::detail {
@@ -16,9 +14,9 @@ namespace {
 class CpuStore final : public BeamStore {
  public:
   CpuStore(const StoreSetup& s, const std::vector<std::complex<float>>& weights)
-      : L_(*s.layout),
+      : search_(*s.plan),
         plan_(s.beamform, Backend::cpu),
-        nchans_(L_.header.nchans),
+        nchans_(search_.header().nchans),
         nsub_(s.beamform.nchans),
         nbeams_(s.stored_beams),
         cap_(s.capacity_rows),
@@ -26,8 +24,7 @@ class CpuStore final : public BeamStore {
     set_weights(weights);
     out_.resize(static_cast<std::size_t>(std::int64_t{s.beamform.nbeams} * nb_ * nsub_));
     buffer_.resize(static_cast<std::size_t>(nbeams_ * cap_ * nchans_));
-    gulp_.reserve(static_cast<std::size_t>((L_.plane_len + L_.max_delay) * nchans_));
-    plane_.reserve(static_cast<std::size_t>(L_.chunk * L_.plane_len));
+    searcher_ = search::GulpSearcher::make(search_, 0, search_.ndms(), -1);
   }
 
   beamform::Algorithm algorithm() const override { return plan_.algorithm(); }
@@ -65,28 +62,15 @@ class CpuStore final : public BeamStore {
   }
 
   void search_gulp(std::int64_t g, std::int64_t rows, const BeamPeakSink& sink) override {
-    const search::detail::GulpRange r = L_.gulp_range(g);
-    const std::int64_t len = r.len();
-    for (int b = 0; b < nbeams_; ++b) {
-      gulp_.assign(row(b, 0), row(b, 0) + rows * nchans_);
-      const search::RfiReport rep =
-          search::clean_filterbank(gulp_.data(), rows, nchans_, L_.rfi, L_.threads);
-      search::detail::GulpPeaks out;
-      out.gulp = g;
-      out.channels_kept = rep.kept();
-      for (std::int64_t d0 = 0, k = 0; d0 < L_.ndms(); d0 += L_.chunk, ++k) {
-        const std::int64_t d1 = std::min(L_.ndms(), d0 + L_.chunk);
-        plane_.resize(static_cast<std::size_t>((d1 - d0) * len));
-        const auto& dp = dedisp_plan(k, d0, d1, len);
-        dp.execute(View<const std::uint8_t, 2>(reinterpret_cast<const std::uint8_t*>(gulp_.data()),
-                                               {dp.config().nsamples_in, dp.row_bytes()}),
-                   View<float, 2>(plane_.data(), {d1 - d0, len}));
-        search_plan(k, d0, d1, len)
-            .execute(View<const float, 2>(plane_.data(), {d1 - d0, len}), r.own_begin - r.p0,
-                     r.own_end - r.p0, static_cast<std::int32_t>(d0), r.p0, out.peaks);
-      }
-      sink(b, std::move(out));
-    }
+    const search::GulpSink to_sink = [&](search::GulpPeaks&& gp) {
+      sink(static_cast<int>(gp.tag), std::move(gp));
+    };
+    for (int b = 0; b < nbeams_; ++b)  // the beam's rows are read in place
+      searcher_->submit(
+          g, b, rows,
+          [&](search::GulpInput&) { return reinterpret_cast<const std::uint8_t*>(row(b, 0)); },
+          to_sink);
+    searcher_->flush(to_sink);
   }
 
   void shift(std::int64_t drop, std::int64_t keep) override {
@@ -109,35 +93,13 @@ class CpuStore final : public BeamStore {
     plan_.set_weights(
         View<const std::complex<float>, 4>(w.data(), {c.nchans, c.npol, c.nbeams, c.nantennas}));
   }
-  // Plans per (DM chunk, plane length), made on first use: a search has at most a few lengths.
-  const dedisp::DedispersionPlan& dedisp_plan(std::int64_t k, std::int64_t d0, std::int64_t d1,
-                                              std::int64_t len) {
-    auto it = dedisp_.find({k, len});
-    if (it == dedisp_.end())
-      it = dedisp_
-               .emplace(std::make_pair(k, len),
-                        dedisp::DedispersionPlan(L_.chunk_dedisp(d0, d1, len), Backend::cpu))
-               .first;
-    return it->second;
-  }
-  const search::SearchPlan& search_plan(std::int64_t k, std::int64_t d0, std::int64_t d1,
-                                        std::int64_t len) {
-    auto it = search_.find({k, len});
-    if (it == search_.end())
-      it = search_
-               .emplace(std::make_pair(k, len),
-                        search::SearchPlan(L_.chunk_search(d0, d1, len), Backend::cpu))
-               .first;
-    return it->second;
-  }
 
-  const search::detail::FileSearchLayout& L_;
+  const search::FileSearchPlan& search_;
   beamform::BeamformPlan plan_;
   int nchans_, nsub_, nbeams_;  // every channel, this store's sub-band, stored beams
   std::int64_t cap_, nb_;
-  std::vector<float> out_, buffer_, gulp_, plane_;
-  std::map<std::pair<std::int64_t, std::int64_t>, dedisp::DedispersionPlan> dedisp_;
-  std::map<std::pair<std::int64_t, std::int64_t>, search::SearchPlan> search_;
+  std::vector<float> out_, buffer_;
+  std::unique_ptr<search::GulpSearcher> searcher_;
 };
 
 }  // namespace

@@ -8,12 +8,13 @@
 //             store that searches it (one strided 3-D copy per destination: its own buffer, or a
 //             peer copy to another device's, ordered with events on both beamform streams);
 //             shifts the buffer after a gulp;
-//   search 0/1  per beam of a complete gulp, alternately: device copy of the beam's rows into the
-//             file search's CudaGulpCleaner (its packed input, float32 rows as nbits 32), RFI
-//             statistics (back to the host: 12 bytes per channel), cleaning, dedispersion of each
-//             DM chunk from channel-major rows, CudaPlaneSearcher; only peaks come back. While
-//             the host waits for one beam's statistics the other stream searches the previous
-//             beam (as search/file_search_cuda.cpp overlaps gulps).
+//   search 0/1  per beam of a complete gulp, the search's CUDA GulpSearcher (src/search/
+//             gulp_searcher_cuda.cpp), one beam after the other on its two lanes: device copy of
+//             the beam's rows into the lane's input (float32 rows as nbits 32), RFI statistics
+//             (back to the host: 12 bytes per channel), cleaning, dedispersion of each DM chunk
+//             from channel-major rows, the plane search; only peaks come back. While the host
+//             waits for one beam's statistics the other lane searches the previous beam (as the
+//             file search overlaps gulps).
 // So block i + 1's copy overlaps block i's beamforming, and the host reads the next block from
 // disk while both run. search_gulp() returns when every beam of the gulp is searched (its peaks
 // are on the host); the buffer shift that follows is ordered after it.
@@ -28,18 +29,11 @@
 
 #include "core/cuda_check.hpp"
 #include "pipeline/store.hpp"
-#include "search/cuda_search.hpp"
-#include "search/executor.hpp"
-#include "warpbeam/dedisp.hpp"
 #include "warpbeam/format.hpp"
 
 namespace warpbeam::pipeline::detail {
 
 namespace {
-
-using search::detail::CudaGulpCleaner;
-using search::detail::CudaPlaneSearcher;
-using search::detail::FileSearchLayout;
 
 void wait_event(const Stream& s, const Event& e) {
   WB_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.handle()),
@@ -77,30 +71,13 @@ struct OnDevice {
   explicit OnDevice(int device) { set_device(device); }
 };
 
-// One search stream with the file search's per-stream buffers.
-struct SearchWorker {
-  SearchWorker(const FileSearchLayout& L, std::int64_t chunk)
-      : cleaner(L.header.nchans, 32, false, L.plane_len + L.max_delay),
-        plane(static_cast<std::size_t>(chunk * L.plane_len)),
-        searcher(L.plane_len) {
-    searcher.reserve(chunk);
-    device_memset(plane.data(), 0xFF, plane.bytes());  // NaN: an unwritten sample shows
-  }
-  Stream stream;
-  CudaGulpCleaner cleaner;
-  DeviceArray<float> plane;
-  CudaPlaneSearcher searcher;
-  int beam = -1;  // the beam in flight, -1: none
-  int kept = 0;
-};
-
 class CudaStore final : public BeamStore {
  public:
   CudaStore(const StoreSetup& s, const std::vector<std::complex<float>>& weights)
       : on_device_(s.device),
-        L_(*s.layout),
+        search_(*s.plan),
         device_(s.device),
-        nchans_(L_.header.nchans),
+        nchans_(search_.header().nchans),
         nsub_(s.beamform.nchans),
         nformed_(s.beamform.nbeams),
         nbeams_(s.stored_beams),
@@ -119,11 +96,8 @@ class CudaStore final : public BeamStore {
     beams_ = DeviceArray<float>(static_cast<std::size_t>(nformed_ * nb_ * nsub_));
     buffer_ = DeviceArray<float>(static_cast<std::size_t>(nbeams_ * cap_ * nchans_));
     device_memset(buffer_.data(), 0xFF, buffer_.bytes());  // NaN: a row never written shows
-    for (std::int64_t d0 = 0; d0 < L_.ndms(); d0 += L_.chunk)
-      chunks_.push_back({d0, std::min(L_.ndms(), d0 + L_.chunk)});
-    const std::int64_t chunk_max = std::min(L_.chunk, L_.ndms());
-    for (int i = 0; i < std::clamp(s.streams, 1, 2); ++i)
-      workers_.push_back(std::make_unique<SearchWorker>(L_, chunk_max));
+    // The beams' rows are on this device already: no host buffers for the search.
+    searcher_ = search::GulpSearcher::make(search_, 0, search_.ndms(), s.device, false);
     device_synchronize();  // the poisoning (legacy stream) is done before the streams start
   }
 
@@ -132,8 +106,6 @@ class CudaStore final : public BeamStore {
       set_device(device_);
       bf_stream_.synchronize();
       copy_stream_.synchronize();
-      for (auto& w : workers_)
-        w->stream.synchronize();
     } catch (...) {  // a failed stream already reported its error
     }
   }
@@ -264,19 +236,24 @@ class CudaStore final : public BeamStore {
 
   void search_gulp(std::int64_t g, std::int64_t rows, const BeamPeakSink& sink) override {
     set_device(device_);  // also in a host thread of its own (several devices)
-    const search::detail::GulpRange r = L_.gulp_range(g);
     ready_.record(&bf_stream_);
-    const std::size_t nw = workers_.size();
-    for (int b = 0; b < nbeams_; ++b) {
-      SearchWorker& w = *workers_[static_cast<std::size_t>(b) % nw];
-      if (w.beam >= 0) finish(w, g, r, sink);  // one stream: the previous beam
-      issue(w, b, r, rows);
-      if (nw > 1 && b > 0) finish(*workers_[static_cast<std::size_t>(b - 1) % nw], g, r, sink);
-    }
-    for (int b = std::max(0, nbeams_ - 2); b < nbeams_; ++b) {
-      SearchWorker& w = *workers_[static_cast<std::size_t>(b) % nw];
-      if (w.beam == b) finish(w, g, r, sink);
-    }
+    const search::GulpSink to_sink = [&](search::GulpPeaks&& gp) {
+      sink(static_cast<int>(gp.tag), std::move(gp));
+    };
+    const std::size_t bytes = static_cast<std::size_t>(rows * nchans_) * 4;
+    for (int b = 0; b < nbeams_; ++b)
+      searcher_->submit(
+          g, b, rows,
+          [&](search::GulpInput& in) -> const std::uint8_t* {
+            // The beam's rows, once the beamform stream has written them, into the lane's input.
+            wait_event(*in.stream, ready_);
+            copy_bytes(in.device, buffer_.data() + static_cast<std::int64_t>(b) * cap_ * nchans_,
+                       bytes, in.stream);
+            counters_.device_to_device += static_cast<std::int64_t>(bytes);
+            return in.device;
+          },
+          to_sink);
+    searcher_->flush(to_sink);
   }
 
   void shift(std::int64_t drop, std::int64_t keep) override {
@@ -294,10 +271,8 @@ class CudaStore final : public BeamStore {
 
   StoreCounters counters() const override {
     StoreCounters k = counters_;
-    for (const auto& w : workers_) {
-      k.to_device += w->cleaner.bytes_to_device();
-      k.from_device += w->cleaner.bytes_from_device() + w->searcher.bytes_from_device();
-    }
+    k.to_device += searcher_->times().bytes_to_device;
+    k.from_device += searcher_->times().bytes_from_device;
     return k;
   }
   std::int64_t buffer_bytes() const override { return static_cast<std::int64_t>(buffer_.bytes()); }
@@ -311,83 +286,8 @@ class CudaStore final : public BeamStore {
     counters_.to_device += static_cast<std::int64_t>(w.size() * sizeof(w[0]));
   }
 
-  const dedisp::DedispersionPlan& plan_for(std::size_t k, std::int64_t len) {
-    const auto key = std::make_pair(k, len);
-    auto it = dedisp_.find(key);
-    if (it == dedisp_.end())
-      it = dedisp_
-               .emplace(key, dedisp::DedispersionPlan(
-                                 L_.chunk_dedisp(chunks_[k].first, chunks_[k].second, len),
-                                 Backend::cuda))
-               .first;
-    return it->second;
-  }
-  const search::SearchConfig& config_for(std::size_t k, std::int64_t len) {
-    const auto key = std::make_pair(k, len);
-    auto it = configs_.find(key);
-    if (it == configs_.end())
-      it = configs_.emplace(key, L_.chunk_search(chunks_[k].first, chunks_[k].second, len)).first;
-    return it->second;
-  }
-
-  // Copy of beam b's rows, RFI stage and the DM chunks, on w's stream.
-  void issue(SearchWorker& w, int b, const search::detail::GulpRange& r, std::int64_t rows) {
-    wait_event(w.stream, ready_);
-    const std::size_t bytes = static_cast<std::size_t>(rows * nchans_) * 4;
-    copy_bytes(w.cleaner.raw(), buffer_.data() + static_cast<std::int64_t>(b) * cap_ * nchans_,
-               bytes, &w.stream);
-    counters_.device_to_device += static_cast<std::int64_t>(bytes);
-    w.cleaner.enqueue_stats(rows, &w.stream);
-    w.kept = w.cleaner.enqueue_clean(L_.rfi, &w.stream).kept();
-    enqueue_chunks(w, r);
-    w.beam = b;
-  }
-
-  void enqueue_chunks(SearchWorker& w, const search::detail::GulpRange& r) {
-    const std::int64_t len = r.len();
-    w.searcher.begin(&w.stream);
-    for (std::size_t k = 0; k < chunks_.size(); ++k) {
-      const auto& plan = plan_for(k, len);
-      const std::int64_t nd = chunks_[k].second - chunks_[k].first;
-      View<const float, 2> in(w.cleaner.data(), {nchans_, plan.config().nsamples_in},
-                              Space::device);
-      in.strides = {w.cleaner.stride(), 1};
-      plan.execute_channel_major(in, View<float, 2>(w.plane.data(), {nd, len}, Space::device),
-                                 &w.stream);
-      w.searcher.enqueue(config_for(k, len), w.plane.data(), r.own_begin - r.p0, r.own_end - r.p0,
-                         static_cast<std::int32_t>(chunks_[k].first), r.p0, &w.stream);
-    }
-    w.searcher.end(&w.stream);
-  }
-
-  // Waits for w's beam and hands its peaks (each chunk's as SearchPlan::execute would leave
-  // them) to the sink.
-  void finish(SearchWorker& w, std::int64_t g, const search::detail::GulpRange& r,
-              const BeamPeakSink& sink) {
-    std::vector<search::Peak> found;
-    while (!w.searcher.collect(&w.stream, found))
-      enqueue_chunks(w, r);  // the peak buffer grew: search again (the rows are still there)
-    std::sort(found.begin(), found.end(),
-              [](const search::Peak& a, const search::Peak& b) { return a.dm_trial < b.dm_trial; });
-    search::detail::GulpPeaks out;
-    out.gulp = g;
-    out.channels_kept = w.kept;
-    auto it = found.begin();
-    for (const auto& c : chunks_) {
-      const auto end = std::partition_point(
-          it, found.end(), [&](const search::Peak& p) { return p.dm_trial < c.second; });
-      const std::size_t first = out.peaks.size();
-      out.peaks.insert(out.peaks.end(), it, end);
-      search::detail::finish_plane_peaks(out.peaks, first, L_.search.max_peaks);
-      it = end;
-    }
-    const int b = w.beam;
-    w.beam = -1;
-    sink(b, std::move(out));
-  }
-
   OnDevice on_device_;  // first: every member below is created on the store's device
-  const FileSearchLayout& L_;
+  const search::FileSearchPlan& search_;
   int device_;
   int nchans_, nsub_, nformed_, nbeams_;  // every channel, the sub-band, formed, stored beams
   std::int64_t cap_, nb_;
@@ -401,10 +301,7 @@ class CudaStore final : public BeamStore {
   Event tail_, sent_;  // peer copies: the destination's buffer work so far; the copy itself
   int slot_ = 0;
   DeviceArray<float> beams_, buffer_;
-  std::vector<std::pair<std::int64_t, std::int64_t>> chunks_;
-  std::vector<std::unique_ptr<SearchWorker>> workers_;
-  std::map<std::pair<std::size_t, std::int64_t>, dedisp::DedispersionPlan> dedisp_;
-  std::map<std::pair<std::size_t, std::int64_t>, search::SearchConfig> configs_;
+  std::unique_ptr<search::GulpSearcher> searcher_;
   StoreCounters counters_;
 };
 

@@ -1,5 +1,5 @@
 // The multi-beam pipeline's driver (warpbeam/pipeline.hpp): plans the search of the beams with
-// the file search's layout (search/file_search.hpp), feeds the blocks to a backend's BeamStore,
+// the file search's plan (search::FileSearchPlan), feeds the blocks to a backend's BeamStore,
 // searches each gulp as soon as its rows are in the buffer, and clusters each beam's peaks across
 // gulps exactly as search_filterbank() does.
 #include <omp.h>
@@ -14,6 +14,7 @@
 
 #include "dist/pack.hpp"
 #include "pipeline/store.hpp"
+#include "search/gulp_searcher.hpp"
 #include "warpbeam/device.hpp"
 #include "warpbeam/dist/work.hpp"
 #include "warpbeam/format.hpp"
@@ -45,16 +46,17 @@ const char* to_string(Split s) {
 Split parse_split(const std::string& s) {
   for (Split k : {Split::automatic, Split::channels, Split::beams})
     if (s == to_string(k)) return k;
-  fail(ErrorCategory::invalid_argument, "--split '{}': use auto, channels or beams", s);
+  fail(ErrorCategory::invalid_argument, "split '{}': use auto, channels or beams", s);
 }
 
 void PipelineConfig::validate() const {
   if (pointings.empty())
     fail(ErrorCategory::invalid_argument, "the pipeline needs at least 1 beam");
-  require_range("--integrate", integration, 1, 1 << 20);
+  require_range("integration", integration, 1, 1 << 20);
   for (int d : devices)
-    require_range("--gpus device", d, 0, 1023);
+    require_range("devices", d, 0, 1023);
   search.validate();
+  run.validate();
 }
 
 nlohmann::json PipelineConfig::to_json() const {
@@ -65,7 +67,7 @@ nlohmann::json PipelineConfig::to_json() const {
   return {{"integration", integration},     {"algorithm", beamform::to_string(algorithm)},
           {"nantennas", array.nantennas()}, {"devices", devices},
           {"split", to_string(split)},      {"beams", beams},
-          {"search", search.to_json()}};
+          {"search", search.to_json()},     {"run", run.to_json()}};
 }
 
 nlohmann::json PipelineResult::to_json() const {
@@ -144,17 +146,18 @@ class PipelineExecutor {
     cfg_.validate();
     backend_ = resolve_backend(backend);
     if (backend_ != Backend::cuda && !cfg_.devices.empty())
-      fail(ErrorCategory::invalid_argument, "--gpus is for the cuda backend");
+      fail(ErrorCategory::invalid_argument, "devices are for the cuda backend");
     const std::string where = info.source_name.empty() ? info.format : info.source_name;
     if (cfg_.array.nantennas() != info.nantennas)
       fail(ErrorCategory::invalid_argument,
-           "{}: the voltages have {} antennas but the array has {}: give the matching --array",
-           where, info.nantennas, cfg_.array.nantennas());
+           "{}: the voltages have {} antennas but the array has {}: give the matching array", where,
+           info.nantennas, cfg_.array.nantennas());
     if (nblocks < 1)
       fail(ErrorCategory::format, "{}: the voltages hold no whole block: nothing to search", where);
     if (info.block_samples % cfg_.integration != 0)
-      fail(ErrorCategory::invalid_argument, "--integrate {} must divide the {} samples of a block",
-           cfg_.integration, info.block_samples);
+      fail(ErrorCategory::invalid_argument,
+           "integration = {} must divide the {} samples of a block", cfg_.integration,
+           info.block_samples);
     nb_ = info.block_samples / cfg_.integration;
 
     // The beamformer of the whole band and every beam: power summed over the pols. Each worker
@@ -171,7 +174,7 @@ class PipelineExecutor {
     c.integration = cfg_.integration;
     c.algorithm = cfg_.algorithm;
     c.tuning = cfg_.tuning;
-    c.threads = cfg_.search.threads;
+    c.threads = cfg_.run.threads;
     c.validate();
     freqs_.resize(static_cast<std::size_t>(info.nchans));
     for (int ch = 0; ch < info.nchans; ++ch)
@@ -190,8 +193,8 @@ class PipelineExecutor {
     plan_parts();
     make_stores(weights);
     clusterers_.assign(static_cast<std::size_t>(c.nbeams), search::Clusterer(cfg_.search.cluster));
-    progress_ = std::make_unique<Progress>("pipeline", layout_.nout);
-    if (!cfg_.search.progress || !comm_.is_root()) progress_->set_enabled(false);
+    progress_ = std::make_unique<Progress>("pipeline", plan().nsamples_searched());
+    if (!cfg_.run.progress || !comm_.is_root()) progress_->set_enabled(false);
     seconds_plan_ = seconds_since(start_);
   }
 
@@ -228,7 +231,7 @@ class PipelineExecutor {
   }
 
   PipelineResult finish() {
-    if (blocks_ != nblocks_ || next_gulp_ != layout_.gulps)
+    if (blocks_ != nblocks_ || next_gulp_ != plan().gulps())
       fail(ErrorCategory::invalid_argument, "the pipeline got {} of its {} blocks", blocks_,
            nblocks_);
     progress_->finish();
@@ -240,14 +243,14 @@ class PipelineExecutor {
     r.workers = static_cast<int>(parts_.size());
     r.ranks = comm_.size();
     r.nbeams = bf_.nbeams;
-    r.dms = layout_.dms;
+    r.dms = plan().dms();
     r.blocks = blocks_;
     r.samples_per_block = nb_;
-    r.max_delay = layout_.max_delay;
-    r.gulp = layout_.gulp;
-    r.gulps = layout_.gulps;
-    r.margin = layout_.margin;
-    r.dm_chunk = layout_.chunk;
+    r.max_delay = plan().max_delay();
+    r.gulp = plan().gulp();
+    r.gulps = plan().gulps();
+    r.margin = plan().margin();
+    r.dm_chunk = plan().dm_chunk();
     r.beam_bytes = std::int64_t{bf_.nbeams} * header_.nsamples * header_.nchans * 4;
     for (const auto& st : stores_) {
       r.beam_buffer_bytes += st->buffer_bytes();
@@ -266,7 +269,8 @@ class PipelineExecutor {
     r.seconds_plan = seconds_plan_;
     r.observation_s = static_cast<double>(nblocks_ * info_.block_samples) * info_.tsamp_s;
     for (auto& cl : clusters_)
-      r.candidates.push_back(search::to_candidate(cl.second, layout_.dms, header_.tsamp, cl.first));
+      r.candidates.push_back(
+          search::to_candidate(cl.second, plan().dms(), header_.tsamp, cl.first));
     if (comm_.size() > 1) gather_ranks(r);
     // Stable: equal keys keep the beam's gulp order, so one worker and several agree exactly.
     std::stable_sort(r.candidates.begin(), r.candidates.end(),
@@ -284,35 +288,38 @@ class PipelineExecutor {
     return beamform::compute_weights(cfg_.array, cfg_.pointings, freqs_, info_.npol, mjd);
   }
 
-  std::int64_t capacity_rows() const { return layout_.plane_len + layout_.max_delay + nb_; }
+  const search::FileSearchPlan& plan() const { return *search_plan_; }
+  std::int64_t capacity_rows() const { return plan().plane_samples() + plan().max_delay() + nb_; }
   std::int64_t buffer_bytes() const {
     return std::int64_t{bf_.nbeams} * capacity_rows() * header_.nchans * 4;
   }
 
-  // The file search's layout for the beams; with gulp 0, the gulp is halved until the beam
-  // buffer fits too (what remains of the host budget, or half the device budget). Sized for
+  // The file search's plan for the beams; with gulp 0, the gulp is halved until the beam buffer
+  // fits too (what the search leaves of the host budget, or half the device budget). Sized for
   // one worker holding every beam, so that every split plans the same gulps.
   void plan_layout(const std::string& where) {
-    search::FileSearchConfig sc = cfg_.search;
-    layout_ = search::detail::plan_file_search(where, header_, sc, backend_);
-    std::int64_t budget = sc.memory_bytes - layout_.host_bytes;
-#ifdef WARPBEAM_HAVE_CUDA
+    search::RunOptions o = cfg_.run;
+    auto make = [&] {
+      search_plan_ =
+          std::make_unique<search::FileSearchPlan>(cfg_.search, o, header_, backend_, where);
+    };
+    make();
+    std::int64_t budget = o.memory_bytes - plan().workspace().host_bytes;
     if (backend_ == Backend::cuda)
-      budget = search::detail::cuda_device_budget(sc) / 2 - 2 * info_.block_bytes() -
+      budget = search::device_memory_budget(o) / 2 - 2 * info_.block_bytes() -
                std::int64_t{bf_.nbeams} * nb_ * header_.nchans * 4;
-#endif
-    const std::int64_t min_gulp = std::max<std::int64_t>(layout_.margin, 4096);
-    while (cfg_.search.gulp == 0 && buffer_bytes() > budget && layout_.gulp > min_gulp) {
-      sc.gulp = std::max(min_gulp, layout_.gulp / 2);
-      layout_ = search::detail::plan_file_search(where, header_, sc, backend_);
+    const std::int64_t min_gulp = std::max<std::int64_t>(plan().margin(), 4096);
+    while (cfg_.run.gulp == 0 && buffer_bytes() > budget && plan().gulp() > min_gulp) {
+      o.gulp = std::max(min_gulp, plan().gulp() / 2);
+      make();
     }
     if (buffer_bytes() > budget)
       fail(ErrorCategory::invalid_argument,
            "the buffer of {} beams x {} rows x {} channels needs {} MiB, more than the {} MiB "
-           "left of the {} budget: lower --dm-max, the beams or --gulp, or raise {}",
+           "left of the {} budget: lower dm_max, the beams or the gulp, or raise {}",
            bf_.nbeams, capacity_rows(), header_.nchans, buffer_bytes() >> 20,
            std::max<std::int64_t>(budget, 0) >> 20, backend_ == Backend::cuda ? "device" : "host",
-           backend_ == Backend::cuda ? "--gpu-memory" : "--memory");
+           backend_ == Backend::cuda ? "device_memory_bytes" : "memory_bytes");
   }
 
   // The workers and their shares. One process: one worker per entry of --gpus (cuda; at most
@@ -340,14 +347,14 @@ class PipelineExecutor {
       if (split_ == Split::channels && n > nchans)
         fail(ErrorCategory::invalid_argument,
              "{} ranks for {} channels: the channels split gives every rank at least one "
-             "channel (use --split beams, or at most {} ranks)",
+             "channel (use split beams, or at most {} ranks)",
              n, nchans, nchans);
       devices = backend_ == Backend::cuda ? dist::local_devices(Backend::cuda, cfg_.devices, comm_)
                                           : std::vector<int>{-1};
       local_ = {comm_.rank()};
     } else {
       if (backend_ == Backend::cuda)
-        devices = cfg_.devices.empty() ? std::vector<int>{cfg_.search.device} : cfg_.devices;
+        devices = cfg_.devices.empty() ? std::vector<int>{cfg_.run.device} : cfg_.devices;
       else
         devices = {-1};
       const int most = split_ == Split::beams ? nbeams : std::min(nbeams, nchans);
@@ -381,11 +388,10 @@ class PipelineExecutor {
       s.beamform = bf_;
       s.beamform.nchans = p.nsub();
       s.beamform.nbeams = p.f1 - p.f0;
-      s.layout = &layout_;
+      s.plan = search_plan_.get();
       s.stored_beams = p.s1 - p.s0;
       s.capacity_rows = capacity_rows();
       s.device = p.device;
-      s.streams = cfg_.search.gpu_streams;
       const auto w = weights_of(weights, p);
       stores_.push_back(backend_ == Backend::cuda ? make_cuda_store(s, w) : make_cpu_store(s, w));
     }
@@ -488,18 +494,17 @@ class PipelineExecutor {
       return parts_[static_cast<std::size_t>(local_[k])].s0;
     };
     if (stores_.size() == 1) {
-      stores_[0]->search_gulp(g, rows, [&](int beam, search::detail::GulpPeaks&& gp) {
-        sink(first(0) + beam, std::move(gp));
-      });
+      stores_[0]->search_gulp(
+          g, rows, [&](int beam, search::GulpPeaks&& gp) { sink(first(0) + beam, std::move(gp)); });
       return;
     }
-    std::vector<std::vector<std::pair<int, search::detail::GulpPeaks>>> found(stores_.size());
+    std::vector<std::vector<std::pair<int, search::GulpPeaks>>> found(stores_.size());
     std::vector<std::exception_ptr> errors(stores_.size());
     std::vector<std::thread> threads;
     for (std::size_t k = 0; k < stores_.size(); ++k)
       threads.emplace_back([&, k] {
         try {
-          stores_[k]->search_gulp(g, rows, [&](int beam, search::detail::GulpPeaks&& gp) {
+          stores_[k]->search_gulp(g, rows, [&](int beam, search::GulpPeaks&& gp) {
             found[k].emplace_back(beam, std::move(gp));
           });
         } catch (...) {
@@ -517,23 +522,23 @@ class PipelineExecutor {
 
   // Searches every gulp whose rows are all in the buffer; keeps the rows the next one needs.
   void search_ready() {
-    const auto& L = layout_;
-    while (next_gulp_ < L.gulps) {
-      const search::detail::GulpRange r = L.gulp_range(next_gulp_);
-      const std::int64_t need_end = r.p1 + L.max_delay;
+    const search::FileSearchPlan& L = plan();
+    while (next_gulp_ < L.gulps()) {
+      const search::GulpRange r = L.gulp_range(next_gulp_);
+      const std::int64_t need_end = r.p1 + L.max_delay();
       if (first_ + len_ < need_end) return;
       const std::int64_t g = next_gulp_;
-      auto sink = [&](int beam, search::detail::GulpPeaks&& gp) {
+      auto sink = [&](int beam, search::GulpPeaks&& gp) {
         auto& cl = clusterers_[static_cast<std::size_t>(beam)];
         cl.add(gp.peaks);
-        const auto done = g + 1 < L.gulps ? cl.take_final(r.own_end - L.margin) : cl.finish();
+        const auto done = g + 1 < L.gulps() ? cl.take_final(r.own_end - L.margin()) : cl.finish();
         for (const auto& c : done)
           clusters_.emplace_back(beam, c);
       };
       search_all(g, need_end - r.p0, sink);
       progress_->update(r.own_end);
       ++next_gulp_;
-      if (next_gulp_ < L.gulps) {
+      if (next_gulp_ < L.gulps()) {
         const std::int64_t p0 = L.gulp_range(next_gulp_).p0;
         const std::int64_t drop = p0 - first_;
         for (auto& st : stores_)
@@ -553,8 +558,8 @@ class PipelineExecutor {
   std::vector<double> freqs_;
   bool tracking_ = false;
   io::FilterbankHeader header_;
-  std::int64_t nb_ = 0;  // beam samples per block
-  search::detail::FileSearchLayout layout_;
+  std::int64_t nb_ = 0;                                  // beam samples per block
+  std::unique_ptr<search::FileSearchPlan> search_plan_;  // stores keep a pointer: it stays put
   Split split_ = Split::channels;
   std::vector<Part> parts_;                         // every worker of the run
   std::vector<int> local_;                          // [store]: its worker (index into parts_)

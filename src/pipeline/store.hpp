@@ -10,7 +10,8 @@
 //   form_block     beamform one block of the worker's sub-band into `formed`;
 //   send_rows      formed beams -> a store's buffer (its own, another device's: a peer copy);
 //   export_rows / import_rows  the same through host memory (between MPI ranks);
-//   search_gulp    clean, dedisperse and search rows [0, rows) of every stored beam as gulp g;
+//   search_gulp    clean, dedisperse and search rows [0, rows) of every stored beam as gulp g
+//                  (the search's GulpSearcher, src/search/gulp_searcher.hpp, one per store);
 //   shift          move rows [drop, drop + keep) to [0, keep).
 // Splitting channels (each worker ingests a sub-band, forms every beam there, and the beams'
 // sub-band rows cross to the worker that searches them: a corner turn) or beams (each worker
@@ -22,23 +23,22 @@
 #include <memory>
 #include <vector>
 
-#include "search/file_search.hpp"
+#include "search/gulp_searcher.hpp"
 #include "warpbeam/beamform.hpp"
 
 namespace warpbeam::pipeline::detail {
 
 /// Receives the peaks of one beam for one gulp (in beam order within a gulp).
-using BeamPeakSink = std::function<void(int beam, search::detail::GulpPeaks&&)>;
+using BeamPeakSink = std::function<void(int beam, search::GulpPeaks&&)>;
 
 struct StoreSetup {
   /// The beams this store forms: nchans = its sub-band's channels, nbeams = the beams it forms,
   /// nsamples = voltage samples per block.
   beamform::BeamformConfig beamform;
-  const search::detail::FileSearchLayout* layout = nullptr;  ///< every channel (layout.header)
+  const search::FileSearchPlan* plan = nullptr;  ///< the beams' search, every channel (header)
   int stored_beams = 0;            ///< beams it keeps and searches (over every channel)
   std::int64_t capacity_rows = 0;  ///< beam rows the buffer holds per beam
-  int device = 0;
-  int streams = 2;  ///< cuda: search streams (2: one beam's RFI overlaps the other's search)
+  int device = 0;                  ///< cuda (the search's lanes: plan->options().gpu_streams)
 };
 
 /// Byte counters (cuda; zero on the CPU).

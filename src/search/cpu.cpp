@@ -27,6 +27,15 @@ class CpuSearchExecutor final : public SearchExecutor {
     }
   }
 
+  Workspace workspace() const override {
+    std::int64_t bytes = 0;
+    for (const auto& s : scratch_)
+      bytes += static_cast<std::int64_t>(
+          (s.residual.size() + s.baseline.size() + s.work.size() + s.snr.size()) * sizeof(float) +
+          s.prefix.size() * sizeof(double));
+    return {bytes, 0};
+  }
+
   void execute(const SearchConfig& c, const float* plane, std::int64_t own_begin,
                std::int64_t own_end, std::int32_t dm_offset, std::int64_t sample_offset,
                std::vector<Peak>& peaks, std::vector<double>& rms, const Stream*) override {
@@ -76,6 +85,13 @@ class CpuSearchExecutor final : public SearchExecutor {
 };
 
 }  // namespace
+
+Workspace estimate_cpu_search_workspace(const SearchConfig& c) {
+  const std::int64_t threads = c.threads > 0 ? c.threads : omp_get_max_threads();
+  return {threads * (5 * c.nsamples * static_cast<std::int64_t>(sizeof(float)) +
+                     (c.nsamples + 1) * static_cast<std::int64_t>(sizeof(double))),
+          0};
+}
 
 std::unique_ptr<SearchExecutor> make_cpu_search_executor(const SearchConfig& config) {
   return std::make_unique<CpuSearchExecutor>(config);

@@ -100,6 +100,15 @@ CudaPlaneSearcher::CudaPlaneSearcher(std::int64_t max_nsamples, int batch)
 
 CudaPlaneSearcher::~CudaPlaneSearcher() = default;
 
+std::int64_t CudaPlaneSearcher::device_bytes() const {
+  std::int64_t b = 0;
+  for (const auto& e : tables_->entries)
+    b += static_cast<std::int64_t>(e.device.bytes());
+  return b + static_cast<std::int64_t>(level_a_.bytes() + level_b_.bytes() + ylev_.bytes() +
+                                       prefix_.bytes() + rho_.bytes() + sigma_.bytes() +
+                                       peaks_.bytes() + count_.bytes());
+}
+
 void CudaPlaneSearcher::reserve(std::int64_t ndms) {
   if (static_cast<std::int64_t>(sigma_.size()) >= ndms) return;
   // Only when a plane has more trials than any before (the streaming search sizes it first).
@@ -273,6 +282,12 @@ std::int64_t gulp_cleaner_bytes(int nchans, std::int64_t max_rows, std::int64_t 
          c * (a_stride_for(max_rows) + b_stride_for(max_rows)) * 4 + c * 21;
 }
 
+std::int64_t CudaGulpCleaner::device_bytes() const {
+  return static_cast<std::int64_t>(raw_.bytes() + keep_.bytes() + data_.bytes() + level_a_.bytes() +
+                                   level_b_.bytes() + median_.bytes() + scale_.bytes() +
+                                   sigma_.bytes());
+}
+
 CudaGulpCleaner::CudaGulpCleaner(int nchans, int nbits, bool is_signed, std::int64_t max_rows)
     : nchans_(nchans),
       nbits_(nbits),
@@ -374,6 +389,8 @@ class CudaSearchExecutor final : public SearchExecutor {
  public:
   explicit CudaSearchExecutor(const SearchConfig& c) : searcher_(c.nsamples) {}
 
+  Workspace workspace() const override { return {0, searcher_.device_bytes()}; }
+
   void execute(const SearchConfig& c, const float* plane, std::int64_t own_begin,
                std::int64_t own_end, std::int32_t dm_offset, std::int64_t sample_offset,
                std::vector<Peak>& peaks, std::vector<double>& rms, const Stream* stream) override {
@@ -391,6 +408,10 @@ class CudaSearchExecutor final : public SearchExecutor {
 };
 
 }  // namespace
+
+Workspace estimate_cuda_search_workspace(const SearchConfig& c) {
+  return {0, plane_searcher_bytes(c.nsamples, c.ndms)};
+}
 
 std::unique_ptr<SearchExecutor> make_cuda_search_executor(const SearchConfig& config) {
   return std::make_unique<CudaSearchExecutor>(config);

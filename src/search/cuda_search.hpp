@@ -57,6 +57,9 @@ class CudaPlaneSearcher {
   /// Bytes copied from the device by collect() so far (peak counts and peaks).
   std::int64_t bytes_from_device() const { return bytes_from_device_; }
   std::int64_t max_nsamples() const { return max_n_; }
+  /// Device bytes it holds now (plane_searcher_bytes() at first; the per-trial arrays and the
+  /// peak buffer grow with the planes).
+  std::int64_t device_bytes() const;
 
   /// Tests: the per-stage kernels on the rows [first, first + count) of a plane, with the
   /// searcher's scratch. Each writes float32 [count][c.nsamples] to `out` (device).
@@ -99,6 +102,7 @@ class CudaGulpCleaner {
   std::int64_t stride() const { return stride_; }
   /// The device buffer of packed input rows [max_rows][row_bytes].
   std::uint8_t* raw() const { return raw_.data(); }
+  std::size_t raw_bytes() const { return raw_.bytes(); }
   std::int64_t row_bytes() const { return row_bytes_; }
 
   /// Enqueues on `stream`: unpack and corner turn of `rows` packed rows (already in raw()), the
@@ -110,6 +114,8 @@ class CudaGulpCleaner {
 
   std::int64_t bytes_to_device() const { return bytes_to_device_; }
   std::int64_t bytes_from_device() const { return bytes_from_device_; }
+  /// Device bytes it holds (gulp_cleaner_bytes()).
+  std::int64_t device_bytes() const;
 
  private:
   int nchans_, nbits_;

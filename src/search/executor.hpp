@@ -18,9 +18,14 @@ class SearchExecutor {
                        std::int64_t own_end, std::int32_t dm_offset, std::int64_t sample_offset,
                        std::vector<Peak>& peaks, std::vector<double>& rms,
                        const Stream* stream) = 0;
+  /// What the executor allocated (SearchPlan::workspace()).
+  virtual Workspace workspace() const = 0;
 };
 
 std::unique_ptr<SearchExecutor> make_cpu_search_executor(const SearchConfig& config);
+/// SearchPlan::estimate_workspace() on the CPU (cpu.cpp) and on CUDA (cuda_search.cpp).
+Workspace estimate_cpu_search_workspace(const SearchConfig& config);
+Workspace estimate_cuda_search_workspace(const SearchConfig& config);
 /// The GPU executor (cuda_search.cpp; CUDA builds only): the plane in device memory, only the
 /// peaks and the RMS come back.
 std::unique_ptr<SearchExecutor> make_cuda_search_executor(const SearchConfig& config);

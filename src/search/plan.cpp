@@ -65,6 +65,21 @@ const std::vector<double>& SearchPlan::last_rms() const {
   return rms_;
 }
 
+Workspace SearchPlan::workspace() const {
+  return exec_->workspace();
+}
+
+Workspace SearchPlan::estimate_workspace(const SearchConfig& config, Backend backend) {
+  return resolve_backend(backend) == Backend::cuda ? detail::estimate_cuda_search_workspace(config)
+                                                   : detail::estimate_cpu_search_workspace(config);
+}
+
+#ifndef WARPBEAM_HAVE_CUDA
+Workspace detail::estimate_cuda_search_workspace(const SearchConfig&) {
+  fail(ErrorCategory::unsupported, "this warpbeam build has no CUDA backend");
+}
+#endif
+
 void SearchPlan::execute(View<const float, 2> plane, std::int64_t own_begin, std::int64_t own_end,
                          std::int32_t dm_offset, std::int64_t sample_offset,
                          std::vector<Peak>& peaks, const Stream* stream) const {

@@ -4,7 +4,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "search/rfi_rules.hpp"
@@ -26,7 +30,7 @@ void decide_channels(RfiReport& r, const RfiConfig& config) {
   r.reason.assign(r.median.size(), kZapNone);
   r.zapped_by_mask = r.zapped_dead = r.zapped_outlier = 0;
   for (int c = 0; c < nchans; ++c) {
-    if (!config.zap.empty() && config.zap[c]) {
+    if (config.zap.contains(c)) {
       r.keep[c] = 0;
       r.reason[c] = kZapMask;
       ++r.zapped_by_mask;
@@ -63,12 +67,89 @@ void decide_channels(RfiReport& r, const RfiConfig& config) {
 
 }  // namespace detail
 
+ChannelMask::ChannelMask(std::vector<int> channels) : channels_(std::move(channels)) {
+  std::sort(channels_.begin(), channels_.end());
+  channels_.erase(std::unique(channels_.begin(), channels_.end()), channels_.end());
+  if (!channels_.empty() && channels_.front() < 0)
+    fail(ErrorCategory::invalid_argument, "zap: channel {} is negative", channels_.front());
+}
+
+ChannelMask ChannelMask::parse(const std::string& spec) {
+  // from_chars, not sscanf: an out-of-range number is an error, not undefined behaviour.
+  const auto number = [](std::string_view t, long& v) {
+    while (!t.empty() && t.front() == ' ')
+      t.remove_prefix(1);
+    while (!t.empty() && t.back() == ' ')
+      t.remove_suffix(1);
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return !t.empty() && ec == std::errc() && end == t.data() + t.size();
+  };
+  std::vector<std::pair<long, long>> ranges;
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    const std::size_t comma = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (item.empty()) {
+      if (spec.empty()) break;
+      fail(ErrorCategory::invalid_argument, "channel list '{}': empty item", spec);
+    }
+    long a = 0, b = 0;
+    const std::size_t dash = item.find('-', 1);
+    const bool ok = dash == std::string::npos
+                        ? number(item, a) && number(item, b)
+                        : number(std::string_view(item).substr(0, dash), a) &&
+                              number(std::string_view(item).substr(dash + 1), b);
+    if (!ok)
+      fail(ErrorCategory::invalid_argument,
+           "channel list: '{}' is not a channel or a range such as 10-20", item);
+    if (a < 0 || b < a || b > (1 << 24))
+      fail(ErrorCategory::invalid_argument, "channel list: '{}' is not a valid channel range",
+           item);
+    ranges.emplace_back(a, b);
+  }
+  // Overlapping ranges merged before they are expanded: the list holds each channel once, at
+  // most 2^24 + 1 of them (twenty "0-16777216" took 2.3 GB when expanded one by one).
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<long, long>> merged;
+  for (const auto& r : ranges)
+    if (!merged.empty() && r.first <= merged.back().second + 1)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  std::vector<int> out;
+  for (const auto& [a, b] : merged)
+    for (long c = a; c <= b; ++c)
+      out.push_back(static_cast<int>(c));
+  return ChannelMask(std::move(out));
+}
+
+bool ChannelMask::contains(int channel) const {
+  return std::binary_search(channels_.begin(), channels_.end(), channel);
+}
+
+void ChannelMask::validate(int nchans) const {
+  if (!channels_.empty() && channels_.back() >= nchans)
+    fail(ErrorCategory::invalid_argument, "zap: channel {} is outside 0-{}", channels_.back(),
+         nchans - 1);
+}
+
+std::vector<std::uint8_t> ChannelMask::use_flags(int nchans) const {
+  std::vector<std::uint8_t> f(static_cast<std::size_t>(std::max(nchans, 0)), 1);
+  for (int c : channels_)
+    if (c < nchans) f[static_cast<std::size_t>(c)] = 0;
+  return f;
+}
+
 void RfiConfig::validate(int nchans) const {
-  if (!zap.empty() && static_cast<int>(zap.size()) != nchans)
-    fail(ErrorCategory::invalid_argument, "the channel mask has {} entries for {} channels",
-         zap.size(), nchans);
+  zap.validate(nchans);
   if (!(zap_sigma >= 0) || !std::isfinite(zap_sigma))
     fail(ErrorCategory::invalid_argument, "zap_sigma = {} must be >= 0", zap_sigma);
+}
+
+Workspace clean_filterbank_workspace(std::int64_t nsamples, int threads) {
+  const std::int64_t n = threads > 0 ? threads : omp_get_max_threads();
+  return {n * (kChannelBlock + 1) * nsamples * static_cast<std::int64_t>(sizeof(float)), 0};
 }
 
 int RfiReport::kept() const {

@@ -6,6 +6,6 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(wbfuzz::text(data, size));
-  wbfuzz::run([&] { (void)warpbeam::search::parse_channel_list(text); });
+  wbfuzz::run([&] { (void)warpbeam::search::ChannelMask::parse(text); });
   return 0;
 }

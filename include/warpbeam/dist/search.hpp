@@ -4,13 +4,13 @@
 // .cand file, as the search by one process with one worker.
 //
 // How it stays identical:
-// - every worker runs the file search's own gulp runner (src/search/file_search.hpp:
-//   run_gulps_cpu / run_gulps_cuda) on its gulps or DM range, with the gulp the whole run agreed
-//   on: each
-//   rank plans every file for each of its workers (the host memory bound counts the node's cores
-//   or --threads, not the worker's share; a CUDA worker gets its share of the device budget) and
-//   the run takes the smallest gulp, so all cut a file into the same gulps with the same
-//   statistics; a DM trial's dedispersion and search do not depend on the other trials;
+// - every worker searches its slice (gulps or DM trials) of a search::FileSearchPlan with the
+//   file search's own GulpSearcher (src/search/gulp_searcher.hpp), with the gulp the whole run
+//   agreed on: each rank plans every file for each of its workers (the host memory bound counts
+//   the node's cores or run.threads, not the worker's share; a CUDA worker gets its share of the
+//   device budget) and the run takes the smallest gulp, which every worker's plan is then made
+//   with, so all cut a file into the same gulps with the same statistics; a DM trial's
+//   dedispersion and search do not depend on the other trials;
 // - a file of several workers is cut in time (each worker searches a contiguous run of its gulps
 //   with every DM trial, reading only their rows) when it has at least as many gulps as
 //   workers, else its DM list is cut (each worker reads the whole file); a gulp's statistics,
@@ -45,9 +45,12 @@ namespace warpbeam::dist {
 struct DistSearchConfig {
   /// The files; file b's candidates carry beam search.beam + b.
   std::vector<std::string> files;
-  /// Parameters of every file's search (beam is set per file; progress is shown only when one
-  /// worker does everything; device is replaced by the worker's: see gpus).
+  /// The physics of every file's search (file b's candidates carry beam search.beam + b).
   search::FileSearchConfig search;
+  /// How it runs: the gulp (0: the smallest default of any worker), threads, memory budgets,
+  /// streams, autotune; progress is shown only when one worker does everything; each worker
+  /// runs on its own device (see gpus) with its share of the device budget.
+  search::RunOptions run;
   Backend backend = Backend::cpu;  ///< resolved on every rank (auto: CUDA where a device is)
   /// CUDA devices of this process's workers (--gpus; empty: every visible one). See
   /// local_devices() for ranks of an MPI run.

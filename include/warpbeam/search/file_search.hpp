@@ -1,36 +1,89 @@
 #pragma once
-// The file search: a SIGPROC filterbank of any length searched in gulps with bounded memory.
+// The file search: a filterbank of any length, from any io::FilterbankSource (SIGPROC,
+// PSRFITS, an array in memory), searched in gulps with bounded memory.
+//
+// Config -> Plan -> execute, as every engine (DESIGN.md):
+//   FileSearchConfig  the physics: DM range and list rule, S/N, boxcars, baseline, RFI with the
+//                     channel mask, clustering;
+//   RunOptions        how it runs: gulp, threads, device, streams, memory budgets, autotune,
+//                     progress (the candidates depend on none of them but the gulp: the
+//                     statistics are per gulp);
+//   FileSearchPlan    both, validated once, planned from a filterbank header: the DM list and
+//                     delays, the gulps, the DM chunk, the memory each buffer takes;
+//   execute(source)   reads the source through io::FilterbankSource and returns the candidates.
+// search_filterbank(path, ...) is the one-call form.
+//
+// Streaming: the valid output samples [0, nsamples - max_delay) are cut into owned ranges of
+// `gulp` samples (default: the largest of 2^17, twice the maximum delay and kMinBoxcars times
+// the widest boxcar the baseline allows, then halved to fit the memory budget); each gulp
+// dedisperses and searches its owned range plus a margin of boxcar_max samples on each side
+// (clipped at the file's ends), reading input rows [start, end + max_delay). A peak is kept only
+// by the gulp that owns its best sample, and clusters are built across gulps (Clusterer), so no
+// pulse is lost at a gulp edge and none is counted twice. The statistics (RFI, baseline, RMS) are
+// per gulp.
+//
+// Memory: every buffer of a gulp is what a plan reports (Workspace, as cufftGetSize): the packed
+// and the cleaned float32 rows of a gulp, clean_filterbank_workspace(), the DM-time plane of one
+// chunk of DM trials, DedispersionPlan::estimate_workspace() and SearchPlan::estimate_workspace()
+// (cpu); two pinned gulps of packed rows on the host and, per CUDA stream, the gulp, its channel
+// rows with their statistics, the plane and the search scratch, plus the dedispersion plans'
+// tables (cuda). The gulp is halved until they fit RunOptions::memory_bytes (and
+// device_memory_bytes), then the DM list is cut into chunks that fit; if even one DM trial
+// does not fit (nchans x max_delay is too large) the plan throws invalid_argument.
+//
+// Backend cuda: everything but reading and clustering runs on the GPU: the packed samples of a
+// gulp are copied to the device, cleaned there (the RFI statistics come back, the zapping is
+// decided on the host by the same rules), dedispersed from channel-major float32 rows and
+// searched; only the peaks come back. Two streams: while the GPU works on gulp n, the host reads
+// gulp n+1 and its copy and RFI stage run on the other stream. Equal gulps give the CPU's
+// candidates (set RunOptions::gulp to be sure: each backend halves the default for its own
+// budgets).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "warpbeam/core.hpp"
+#include "warpbeam/dedisp.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 #include "warpbeam/io/sigproc.hpp"
 #include "warpbeam/search/candidates.hpp"
 #include "warpbeam/search/cluster.hpp"
+#include "warpbeam/search/plan.hpp"
+#include "warpbeam/search/rfi.hpp"
 
 namespace warpbeam::search {
 
+/// What is searched for: the physics of a file search. validate() throws invalid_argument naming
+/// the field (e.g. "dm_max = 5 must be >= dm_min = 10").
 struct FileSearchConfig {
   double dm_min = 0, dm_max = 2000;  ///< pc cm^-3
   double dm_tolerance = 1.25;        ///< DM list rule (dedisp::dm_list_dedisp)
   double pulse_width_us = 40;        ///< intrinsic width the DM list is built for (us)
   int boxcar_max = 4096;             ///< samples, a power of 2
   float snr_min = 6;
-  double baseline_s = 2.0;
-  std::vector<int> zap_channels;  ///< channels to ignore (indices; --zap-chans)
-  double zap_sigma = 5;           ///< outlier channels (RfiConfig::zap_sigma; 0: none)
-  bool zero_dm = true;            ///< zero-DM subtraction (RfiConfig::zero_dm)
+  double baseline_s = 2.0;  ///< running-median baseline window (s)
+  ChannelMask zap;          ///< channels to ignore (RfiConfig::zap)
+  double zap_sigma = 5;     ///< outlier channels (RfiConfig::zap_sigma; 0: none)
+  bool zero_dm = true;      ///< zero-DM subtraction (RfiConfig::zero_dm)
   ClusterConfig cluster;
-  /// Owned output samples per gulp (0: chosen from the memory budget).
+  int beam = 0;  ///< written in every candidate
+
+  void validate() const;
+  nlohmann::json to_json() const;
+};
+
+/// How a file search runs. validate() throws invalid_argument naming the field.
+struct RunOptions {
+  /// Owned output samples per gulp (0: chosen from the memory budget). The statistics are per
+  /// gulp, so this is the one option the candidates depend on.
   std::int64_t gulp = 0;
-  /// Budget for the search's buffers (bytes); see search_filterbank() for the bound.
+  /// Budget for the host buffers (bytes): see the header comment.
   std::int64_t memory_bytes = std::int64_t{2} << 30;
-  int threads = 0;
-  int beam = 0;          ///< written in every candidate
+  int threads = 0;       ///< CPU threads (0: OpenMP's default)
   bool progress = true;  ///< progress on stderr when it is a terminal
   // --- backend cuda ---
   /// Budget for the device buffers (bytes; 0: 80 % of the device's free memory).
@@ -43,9 +96,13 @@ struct FileSearchConfig {
   nlohmann::json to_json() const;
 };
 
-/// Parses a channel list such as "0-10,200,300-310" (inclusive ranges, any order) into sorted,
-/// unique indices; throws invalid_argument naming the bad item.
-std::vector<int> parse_channel_list(const std::string& spec);
+/// The samples of gulp g: it owns output samples [own_begin, own_end) and searches the plane
+/// [p0, p1) (the owned range plus a margin on each side, clipped at the file's ends), which
+/// needs input rows [p0, p1 + max_delay).
+struct GulpRange {
+  std::int64_t own_begin = 0, own_end = 0, p0 = 0, p1 = 0;
+  std::int64_t len() const { return p1 - p0; }
+};
 
 /// What a file search found and how it ran.
 struct SearchResult {
@@ -55,10 +112,11 @@ struct SearchResult {
   std::int32_t max_delay = 0;          ///< samples, at the largest DM
   std::int64_t nsamples_searched = 0;  ///< output samples (nsamples - max_delay)
   std::int64_t gulp = 0, gulps = 0, margin = 0;
-  std::int64_t dm_chunk = 0;  ///< DM trials dedispersed at a time
-  int widest_boxcar = 0;      ///< the widest boxcar searched (baseline, gulp and boxcar_max limits)
-  std::int64_t memory_bytes = 0;         ///< the host buffers' size, by the bound below
-  std::int64_t device_memory_bytes = 0;  ///< cuda: the device buffers' size, by its bound
+  std::int64_t gulps_searched = 0;  ///< gulps searched (< gulps when the hook stopped it)
+  std::int64_t dm_chunk = 0;        ///< DM trials dedispersed at a time
+  int widest_boxcar = 0;  ///< the widest boxcar searched (baseline, gulp and boxcar_max limits)
+  std::int64_t memory_bytes = 0;         ///< the host buffers, by the plans' reports
+  std::int64_t device_memory_bytes = 0;  ///< cuda: the device buffers, by the plans' reports
   int min_channels_kept = 0;             ///< fewest channels kept by RFI cleaning in a gulp
   /// Per channel: why RFI cleaning zapped it in at least one gulp (ZapReason; the first reason
   /// seen), kZapNone for a channel kept in every gulp. to_json() lists them by reason.
@@ -81,44 +139,79 @@ struct SearchResult {
   nlohmann::json to_json() const;                           ///< everything but the candidates
 };
 
-/// Searches a SIGPROC filterbank file.
-///
-/// Streaming: the valid output samples [0, nsamples - max_delay) are cut into owned ranges of
-/// `gulp` samples (default: the largest of 2^17, twice the maximum delay and kMinBoxcars times
-/// the widest boxcar the baseline allows, then halved to fit the memory budget); each gulp
-/// dedisperses and searches its owned range plus a margin of boxcar_max samples on each side
-/// (clipped at the file's ends), reading input rows [start, end + max_delay). A peak is kept only
-/// by the gulp that owns its best sample, and clusters are built across gulps (Clusterer), so no
-/// pulse is lost at a gulp edge and none is counted twice. The statistics (RFI, baseline, RMS) are
-/// per gulp.
-///
-/// Memory bound (bytes), with rows = gulp + 2 margin + max_delay, L = gulp + 2 margin:
-///   rows * (row_bytes + 8 nchans)        packed input, cleaned float input, dedispersion scratch
-///   + rows * threads * 68                RFI statistics scratch (16 channels per thread)
-///   + dm_chunk * L * 4                   the DM-time plane of one chunk of DM trials
-///   + threads * L * 24                   search scratch (baseline, residual, prefix, S/N)
-/// The gulp is halved until this fits memory_bytes, then the DM range is split into chunks;
-/// if even one DM trial does not fit (nchans * max_delay is too large) it throws
-/// invalid_argument naming the figure.
-///
-/// Backend cuda: everything but reading and clustering runs on the GPU (src/search/
-/// file_search_cuda.cpp): the packed samples of a gulp are copied to the device, cleaned there
-/// (the RFI stage's statistics come back, the zapping is decided on the host by the same rules),
-/// dedispersed from channel-major float32 rows and searched; only the peaks come back. Two
-/// streams with a set of buffers each: while the GPU works on gulp n, the host reads gulp n+1
-/// and its copy and RFI stage run on the other stream. The host holds two gulps of packed
-/// samples (pinned): 2 * rows * row_bytes <= memory_bytes. The device holds, per stream, the
-/// packed gulp, its channel rows (rows * nchans * 4 bytes, padded) with their statistics
-/// scratch (~0.24 of that), the plane of one chunk (dm_chunk * L * 4) and the search scratch
-/// (512 trials * L * ~10 bytes), plus the dedispersion tables (~6 bytes per trial and channel
-/// per plane length): within device_memory_bytes (0: 80 % of the free memory). The default
-/// gulp follows the same rule as the CPU's, but each backend halves it for its own budgets; the
-/// statistics are per gulp, so the two give the same candidates when their gulps are equal (set
-/// `gulp` to be sure).
-///
-/// Throws io/format errors for a bad file; invalid_argument when the file is shorter than the
-/// largest DM delay (naming --dm-max) or a parameter is out of range.
+/// Called by execute() after each gulp with the gulps done so far and the gulps in all; return
+/// false to stop before the next gulp (e.g. on Ctrl-C, or when a live stream ends): the gulps in
+/// flight are finished and execute() returns what was found in the gulps searched.
+using GulpHook = std::function<bool(std::int64_t gulps_done, std::int64_t gulps)>;
+
+/// A file search planned for one filterbank header: copyable, immutable, made once per file.
+class FileSearchPlan {
+ public:
+  /// Validates `config` and `options`, resolves `backend`, and plans the DM list, the delays,
+  /// the gulps and the DM chunk from `header`. `name` names the data in messages (a path).
+  /// Throws invalid_argument naming the field: a parameter out of range, a masked channel
+  /// outside the header's channels, data shorter than the largest DM delay (dm_max), or a budget
+  /// that does not hold one DM trial (memory_bytes, device_memory_bytes); unsupported for cuda
+  /// in a build without it.
+  FileSearchPlan(FileSearchConfig config, RunOptions options, const io::FilterbankHeader& header,
+                 Backend backend, std::string name = {});
+
+  const FileSearchConfig& config() const { return config_; }
+  const RunOptions& options() const { return options_; }
+  const io::FilterbankHeader& header() const { return header_; }
+  const std::string& name() const { return name_; }
+  Backend backend() const { return backend_; }
+  int threads() const { return threads_; }  ///< CPU threads, resolved
+
+  const std::vector<float>& dms() const { return dms_; }
+  std::int64_t ndms() const { return static_cast<std::int64_t>(dms_.size()); }
+  /// Delays [ndms][nchans] (samples) of the DM list.
+  const std::vector<std::int32_t>& delays() const { return delays_; }
+  std::int32_t max_delay() const { return max_delay_; }  ///< at the largest DM
+  /// The largest delay of DM trial d (samples).
+  std::int32_t trial_max_delay(std::int64_t d) const;
+  std::int64_t nsamples_searched() const { return nout_; }  ///< nsamples - max_delay
+  std::int64_t margin() const { return margin_; }           ///< boxcar_max
+  std::int64_t gulp() const { return gulp_; }               ///< owned samples per gulp
+  std::int64_t gulps() const { return gulps_; }
+  std::int64_t dm_chunk() const { return chunk_; }  ///< DM trials dedispersed at a time
+  /// The longest plane: min(gulp + 2 margin, nsamples_searched).
+  std::int64_t plane_samples() const { return plane_len_; }
+  GulpRange gulp_range(std::int64_t g) const;
+  /// The memory the search takes, by the plans' reports (see the header comment).
+  Workspace workspace() const { return workspace_; }
+
+  /// The RFI cleaning of every gulp.
+  RfiConfig rfi() const;
+  /// The dedispersion of DM trials [d0, d1) into a plane of `len` samples: float32 rows
+  /// (channel-major on cuda), nsamples_in = len + the largest delay of trial d1 - 1.
+  dedisp::DedispersionConfig dedispersion_config(std::int64_t d0, std::int64_t d1,
+                                                 std::int64_t len) const;
+  /// The search of such a plane; with zero-DM subtraction each trial's widest boxcar is capped at
+  /// its largest delay (a pulse wider than its sweep is mostly removed by zero-DM).
+  SearchConfig search_config(std::int64_t d0, std::int64_t d1, std::int64_t len) const;
+
+  /// Searches `source` (whose header must be the plan's: nchans, nbits, tsamp, nsamples) and
+  /// returns the candidates; `hook` is called after each gulp (see GulpHook). Throws io/format
+  /// errors from the source, invalid_argument for a source of another shape.
+  SearchResult execute(io::FilterbankSource& source, const GulpHook& hook = {}) const;
+
+ private:
+  FileSearchConfig config_;
+  RunOptions options_;
+  io::FilterbankHeader header_;
+  std::string name_;
+  Backend backend_ = Backend::cpu;
+  int threads_ = 1;
+  std::vector<float> dms_;
+  std::vector<std::int32_t> delays_;
+  std::int32_t max_delay_ = 0;
+  std::int64_t nout_ = 0, margin_ = 0, gulp_ = 0, gulps_ = 0, chunk_ = 0, plane_len_ = 0;
+  Workspace workspace_;
+};
+
+/// The one-call search of a filterbank file (io::open_filterbank(path)): plans and executes.
 SearchResult search_filterbank(const std::string& path, const FileSearchConfig& config,
-                               Backend backend);
+                               const RunOptions& options, Backend backend);
 
 }  // namespace warpbeam::search

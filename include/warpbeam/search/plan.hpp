@@ -74,6 +74,15 @@ class SearchPlan {
   /// The robust RMS of every trial of the last execute() (diagnostics and tests).
   const std::vector<double>& last_rms() const;
 
+  /// The memory this plan holds besides the plane and the peaks: cpu: per thread a baseline,
+  /// residual, S/N and two work rows (float) and a prefix sum (double) of nsamples each; cuda:
+  /// the trial batches' decimation levels, prefix sums, per-trial statistics and the initial
+  /// peak buffer on the device.
+  Workspace workspace() const;
+  /// workspace() of a plan of `config` on `backend`, without making it (config.ndms may be 0:
+  /// the bytes are linear in it).
+  static Workspace estimate_workspace(const SearchConfig& config, Backend backend);
+
  private:
   SearchConfig config_;
   Backend backend_;

@@ -1,0 +1,766 @@
+// Live streams (issue 16): the ring, the addresses, the fault injector, the TBF capture against
+// frames crafted here, and `warpbeam image --listen` end to end on loopback against the file
+// path: equal images, lost packets equal to the sender's drops, whole blocks dropped by a slow
+// engine counted exactly, SIGTERM leaving complete products, and the live page in headless
+// Chromium with /metrics parsed as Prometheus text.
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "fits_test_util.hpp"
+#include "pipeline_test_util.hpp"
+#include "stream/udp.hpp"
+#include "stream_test_util.hpp"
+#include "test_util.hpp"
+#include "warpbeam/io/lwa.hpp"
+#include "warpbeam/stream.hpp"
+#include "warpbeam/stream/capture.hpp"
+#include "warpbeam/stream/send.hpp"
+#include "warpbeam/stream/spead.hpp"
+#include "warpbeam/stream/status.hpp"
+
+namespace {
+
+using namespace warpbeam;
+using nlohmann::json;
+
+constexpr int kFirstChan = 2348;
+constexpr std::int64_t kTag0 = 283685766952000000ll;
+
+json read_json(const std::string& path) {
+  return json::parse(wbtest::slurp(path));
+}
+
+std::string ssmif() {
+  return wbtest::data_file("lwa/lwasv-ssmif.txt");
+}
+
+// A simulated station recording (a point source and noise) of `ntime` spectra of 24 channels.
+std::string simulate(const wbtest::TempDir& d, std::int64_t ntime) {
+  const std::string tbf = d.file("sim.tbf");
+  const auto r = wbtest::run_cli(
+      fmt::format("simulate station --out {} --ssmif {} --nchan 24 --ntime {} --source 0.3,0.2,20 "
+                  "--diffuse 0 --noise 5 --seed 3",
+                  tbf, ssmif(), ntime));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return tbf;
+}
+
+// The imaging options every test uses (64 x 64 pixels, gulps of 32 spectra, the CPU).
+std::string image_args() {
+  return "--ssmif " + ssmif() + " --size 64 --gulp 32 --backend cpu";
+}
+
+// Starts `warpbeam image --listen` on a port the kernel picks; returns the port ("" on failure).
+std::string start_listener(wbtest::Background& b) {
+  EXPECT_TRUE(b.started());
+  return b.wait_for_err(R"(listening on udp://127\.0\.0\.1:(\d+))", 30);
+}
+
+// max |a - b| <= 1e-5 max |a| per cube, NaN (below the horizon) at the same pixels.
+void expect_same_image(const std::string& a_path, const std::string& b_path) {
+  const wbtest::Fits a = wbtest::read_fits(a_path), b = wbtest::read_fits(b_path);
+  ASSERT_EQ(a.naxes, b.naxes) << a_path;
+  double peak = 0, diff = 0;
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    ASSERT_EQ(std::isnan(a.data[i]), std::isnan(b.data[i])) << a_path << " pixel " << i;
+    if (std::isnan(a.data[i])) continue;
+    peak = std::max(peak, std::abs(static_cast<double>(a.data[i])));
+    diff = std::max(diff, std::abs(static_cast<double>(a.data[i]) - b.data[i]));
+  }
+  EXPECT_GT(peak, 0) << a_path;
+  EXPECT_LE(diff, 1e-5 * peak) << a_path << " vs " << b_path;
+}
+
+std::vector<std::string> fits_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".fits") out.push_back(e.path().filename());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The ring, addresses, faults
+// ---------------------------------------------------------------------------------------------
+
+TEST(StreamRing, AFullRingRefusesAndBlocksComeBackInOrder) {
+  stream::BlockRing ring(3, 1000, 7);
+  EXPECT_EQ(ring.capacity(), 3u);
+  std::vector<stream::Block*> got;
+  for (int i = 0; i < 3; ++i) {
+    stream::Block* b = ring.try_acquire();
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->bytes, 1000u);
+    EXPECT_EQ(b->present.size(), 7u);
+    b->present[i] = 1;
+    b->info.sequence = i;
+    got.push_back(b);
+  }
+  EXPECT_EQ(ring.try_acquire(), nullptr);  // full: the capture must drop, not wait
+  EXPECT_EQ(ring.filled(), 3u);
+  for (auto* b : got)
+    ring.publish(b);
+  for (int i = 0; i < 3; ++i) {
+    stream::Block* b = ring.next(std::chrono::milliseconds(10));
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->info.sequence, i);  // FIFO
+    ring.release(b);
+  }
+  stream::Block* again = ring.try_acquire();
+  ASSERT_NE(again, nullptr);
+  for (auto p : again->present)
+    EXPECT_EQ(p, 0);  // presence flags cleared for the next block
+  EXPECT_EQ(again->info.sequence, 0);
+  ring.abandon(again);
+  EXPECT_EQ(ring.filled(), 0u);
+}
+
+TEST(StreamRing, CloseEndsTheConsumerOnlyAfterTheLastBlock) {
+  stream::BlockRing ring(2, 64, 1);
+  stream::Block* b = ring.try_acquire();
+  ring.publish(b);
+  ring.close();
+  bool closed = true;
+  stream::Block* got = ring.next(std::chrono::milliseconds(10), &closed);
+  EXPECT_EQ(got, b);
+  EXPECT_FALSE(closed);
+  ring.release(got);
+  EXPECT_EQ(ring.next(std::chrono::milliseconds(10), &closed), nullptr);
+  EXPECT_TRUE(closed);
+  EXPECT_THROW(stream::BlockRing(0, 64, 1), Error);
+}
+
+TEST(StreamAddress, ParsesAndRefusesBadAddresses) {
+  const auto e = stream::parse_endpoint("udp://127.0.0.1:4015", "udp", "--listen");
+  EXPECT_EQ(e.host, "127.0.0.1");
+  EXPECT_EQ(e.port, 4015);
+  EXPECT_TRUE(e.is_loopback());
+  EXPECT_EQ(e.to_string(), "udp://127.0.0.1:4015");
+  const auto v6 = stream::parse_endpoint("spead://[::1]:7148", "spead", "x");
+  EXPECT_EQ(v6.host, "::1");
+  EXPECT_TRUE(v6.is_loopback());
+  EXPECT_TRUE(stream::parse_endpoint("udp://127.3.2.1:1", "udp", "x").is_loopback());
+  EXPECT_FALSE(stream::parse_endpoint("udp://10.0.0.1:1", "udp", "x").is_loopback());
+  EXPECT_FALSE(stream::parse_endpoint("udp://0.0.0.0:1", "udp", "x").is_loopback());
+  EXPECT_EQ(stream::parse_endpoint("udp://127.0.0.1:0", "udp", "x", true).port, 0);
+  for (const char* bad :
+       {"udp://127.0.0.1", "udp://127.0.0.1:0", "udp://127.0.0.1:70000", "spead://127.0.0.1:1",
+        "udp://example.org:1", "udp://127.0.0.1:x", "127.0.0.1:1", "udp://[::1:5"}) {
+    try {
+      stream::parse_endpoint(bad, "udp", "--listen");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.category(), ErrorCategory::invalid_argument) << bad;
+      EXPECT_NE(std::string(err.what()).find("--listen"), std::string::npos) << err.what();
+    }
+  }
+  EXPECT_THROW(stream::require_loopback(stream::parse_endpoint("udp://192.168.1.2:9", "udp", "x"),
+                                        "the destination"),
+               Error);
+}
+
+TEST(StreamFaults, EveryPacketIsSentOnceUnlessDroppedAndCopiesAreExtra) {
+  stream::Faults f;
+  f.drop = 0.05;
+  f.reorder = 0.1;
+  f.duplicate = 0.05;
+  f.max_displacement = 5;
+  f.seed = 11;
+  stream::SendRecord r;
+  stream::detail::FaultInjector inj(f, r);
+  std::vector<stream::detail::FaultInjector::Packet> out;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i)
+    inj.feed({{static_cast<std::uint8_t>(i & 0xFF)}, {i, 0}}, out);
+  inj.flush(out);
+  std::map<std::int64_t, int> copies;
+  for (const auto& p : out)
+    ++copies[p.key.first];
+  std::set<std::int64_t> dropped;
+  for (const auto& k : r.dropped_packets)
+    dropped.insert(k.first);
+  EXPECT_EQ(r.packets, n);
+  EXPECT_EQ(static_cast<std::int64_t>(dropped.size()), r.dropped);
+  EXPECT_EQ(static_cast<std::int64_t>(out.size()), n - r.dropped + r.duplicated);
+  int twice = 0;
+  for (int i = 0; i < n; ++i) {
+    const int c = copies.count(i) ? copies[i] : 0;
+    if (dropped.count(i))
+      EXPECT_EQ(c, 0) << i;
+    else
+      EXPECT_TRUE(c == 1 || c == 2) << i;
+    twice += c == 2;
+  }
+  EXPECT_EQ(twice, r.duplicated);
+  // Fractions within 5 sigma of the asked ones (binomial).
+  auto near = [&](std::int64_t k, double p) {
+    return std::abs(k - p * n) < 5 * std::sqrt(p * (1 - p) * n);
+  };
+  EXPECT_TRUE(near(r.dropped, 0.05)) << r.dropped;
+  EXPECT_TRUE(near(r.reordered, 0.1 * 0.95)) << r.reordered;
+  // Out of order but never by more than the displacement (plus the copies held alongside).
+  int inversions = 0;
+  for (std::size_t i = 1; i < out.size(); ++i)
+    inversions += out[i].key.first < out[i - 1].key.first;
+  EXPECT_GT(inversions, 0);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    EXPECT_LE(std::abs(out[i].key.first - static_cast<std::int64_t>(i)), 64) << i;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The TBF capture, against frames crafted here
+// ---------------------------------------------------------------------------------------------
+
+TEST(StreamTbf, CapturePlacesReorderedFramesZeroFillsMissingOnesAndCountsEveryPacket) {
+  stream::StreamCounters c;
+  stream::TbfStreamConfig cfg;
+  cfg.listen = stream::parse_endpoint("udp://127.0.0.1:0", "udp", "x", true);
+  cfg.first_chan = kFirstChan;
+  cfg.nchan = 24;  // two frames per spectrum
+  cfg.nstand = 4;
+  cfg.spectra_per_block = 3;
+  cfg.ring_blocks = 4;
+  cfg.idle_timeout_s = 0.5;
+  stream::TbfCapture cap(cfg, c);
+  ASSERT_GT(cap.port(), 0);
+  const int row = cfg.nstand * 2, nblk = 2;
+  const std::size_t fb = static_cast<std::size_t>(io::tbf_frame_bytes(cfg.nstand));
+  // Spectrum s, channel block b: every payload byte is a function of (s, channel, byte).
+  auto byte = [](std::int64_t s, int chan, int k) {
+    return static_cast<std::uint8_t>(1 + (s * 37 + chan * 11 + k) % 250);
+  };
+  auto frame = [&](std::int64_t s, int b) {
+    std::vector<std::uint8_t> f(fb);
+    io::TbfFrameHeader h;
+    h.time_tag = kTag0 + s * io::kTbfTicksPerSpectrum;
+    h.second_count = static_cast<std::uint32_t>(h.time_tag / 196000000);
+    h.first_chan = kFirstChan + 12 * b;
+    h.nstand = cfg.nstand;
+    io::encode_tbf_header(h, f.data());
+    for (int k = 0; k < 12; ++k)
+      for (int i = 0; i < row; ++i)
+        f[io::kTbfHeaderBytes + k * row + i] = byte(s, 12 * b + k, i);
+    return f;
+  };
+  // 9 spectra (3 blocks): spectrum 4 block 1 missing; spectrum 1 block 0 twice; spectrum 2 sent
+  // before spectrum 0 (the capture must still start at spectrum 0); one garbage datagram.
+  std::vector<std::vector<std::uint8_t>> packets;
+  packets.push_back(frame(2, 0));
+  packets.push_back(frame(2, 1));
+  for (std::int64_t s = 0; s < 9; ++s)
+    for (int b = 0; b < nblk; ++b) {
+      if (s == 2 || (s == 4 && b == 1)) continue;
+      packets.push_back(frame(s, b));
+      if (s == 1 && b == 0) packets.push_back(frame(s, b));
+    }
+  packets.push_back(std::vector<std::uint8_t>(fb, 0x55));  // not a TBF frame
+  const int fd = stream::detail::connect_udp(
+      stream::parse_endpoint(fmt::format("udp://127.0.0.1:{}", cap.port()), "udp", "x"), 1);
+  std::vector<const std::uint8_t*> d;
+  std::vector<std::size_t> s;
+  for (const auto& p : packets) {
+    d.push_back(p.data());
+    s.push_back(p.size());
+  }
+  stream::detail::send_all(fd, d, s);
+  ::close(fd);
+
+  std::vector<stream::Block*> blocks;
+  bool closed = false;
+  while (!closed)
+    if (auto* b = cap.ring().next(std::chrono::milliseconds(100), &closed)) blocks.push_back(b);
+  ASSERT_EQ(blocks.size(), 3u);
+  EXPECT_EQ(cap.first_time_tag(), kTag0);
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    const stream::Block* b = blocks[k];
+    EXPECT_EQ(b->info.sequence, static_cast<std::int64_t>(k));
+    EXPECT_EQ(b->info.packets_expected, 6);
+    EXPECT_EQ(b->info.packets_received, k == 1 ? 5 : 6);
+    EXPECT_EQ(b->info.first_time, kTag0 + static_cast<std::int64_t>(k) * 3 * 7840);
+    // The naive layout: [chan][time][stand][pol].
+    for (int chan = 0; chan < 24; ++chan)
+      for (int t = 0; t < 3; ++t)
+        for (int i = 0; i < row; ++i) {
+          const std::int64_t sp = static_cast<std::int64_t>(k) * 3 + t;
+          const std::uint8_t want = (sp == 4 && chan >= 12) ? 0 : byte(sp, chan, i);
+          ASSERT_EQ(b->data[(chan * 3 + t) * row + i], want) << k << " " << chan << " " << t;
+        }
+  }
+  EXPECT_EQ(c.packets.load(), static_cast<std::int64_t>(packets.size()));
+  EXPECT_EQ(c.placed.load(), 17);
+  EXPECT_EQ(c.duplicates.load(), 1);
+  EXPECT_EQ(c.invalid.load(), 1);
+  EXPECT_EQ(c.lost_packets.load(), 1);
+  EXPECT_EQ(c.blocks_delivered.load(), 3);
+  EXPECT_EQ(c.dropped_blocks.load(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// `warpbeam image --listen` and `warpbeam send tbf`, end to end
+// ---------------------------------------------------------------------------------------------
+
+TEST(StreamCli, ImagesOfAStreamEqualTheFilesImages) {
+  WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
+  wbtest::TempDir d;
+  const std::string tbf = simulate(d, 256);
+  const std::string args = image_args();
+  auto r = wbtest::run_cli(
+      fmt::format("image {} {} --accumulate 2 --out {}", tbf, args, d.file("file")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  wbtest::Background live(fmt::format("image --listen udp://127.0.0.1:0 --stream-channels "
+                                      "2348:24 {} --accumulate 2 --out {} --idle-timeout 1 "
+                                      "--json {}",
+                                      args, d.file("live"), d.file("live.json")),
+                          d.file("live.out"), d.file("live.err"));
+  const std::string port = start_listener(live);
+  ASSERT_FALSE(port.empty()) << live.err();
+  r = wbtest::run_cli(fmt::format("send tbf {} udp://127.0.0.1:{} --rate 0.01 --json {}", tbf, port,
+                                  d.file("send.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(live.wait(60), 0) << live.err();
+  const json rec = read_json(d.file("live.json"));
+  EXPECT_EQ(rec["lost_packets"], 0);
+  EXPECT_EQ(rec["dropped_blocks"], 0);
+  EXPECT_EQ(rec["counters"]["packets"], 512);
+  EXPECT_EQ(rec["counters"]["blocks_processed"], 8);
+  EXPECT_EQ(rec["ended_by"], "end of stream");
+  EXPECT_EQ(rec["products"].size(), 4u);
+  const auto files = fits_in(d.file("file"));
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(fits_in(d.file("live")), files);
+  for (const auto& f : files) {
+    expect_same_image(d.file("file/" + f), d.file("live/" + f));
+    const wbtest::Fits live_fits = wbtest::read_fits(d.file("live/" + f));
+    EXPECT_EQ(live_fits.num("NGULPS"), 2);
+    EXPECT_EQ(live_fits.num("NLOST"), 0);
+    EXPECT_EQ(live_fits.str("DATE-OBS"), wbtest::read_fits(d.file("file/" + f)).str("DATE-OBS"));
+  }
+}
+
+TEST(StreamCli, LostPacketsEqualTheSendersDropsAndImagesEqualTheZeroedFile) {
+  WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
+  wbtest::TempDir d;
+  const std::string tbf = simulate(d, 256);
+  const std::string args = image_args();
+  wbtest::Background live(fmt::format("image --listen udp://127.0.0.1:0 --stream-channels "
+                                      "2348:24 {} --accumulate 2 --out {} --idle-timeout 1 "
+                                      "--json {}",
+                                      args, d.file("live"), d.file("live.json")),
+                          d.file("live.out"), d.file("live.err"));
+  const std::string port = start_listener(live);
+  ASSERT_FALSE(port.empty()) << live.err();
+  auto r = wbtest::run_cli(fmt::format(
+      "send tbf {} udp://127.0.0.1:{} --rate 0.01 --drop 0.01 --reorder 0.01 --duplicate 0.01 "
+      "--seed 7 --json {}",
+      tbf, port, d.file("send.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(live.wait(60), 0) << live.err();
+  const json sent = read_json(d.file("send.json"))["record"];
+  const json rec = read_json(d.file("live.json"));
+  // The seed gives drops, reorders and duplicates in this short stream (512 frames).
+  ASSERT_GT(sent["dropped"].get<int>(), 0);
+  ASSERT_GT(sent["reordered"].get<int>(), 0);
+  ASSERT_GT(sent["duplicated"].get<int>(), 0);
+  EXPECT_EQ(rec["lost_packets"], sent["dropped"]);
+  EXPECT_EQ(rec["counters"]["duplicate_packets"], sent["duplicated"]);
+  EXPECT_EQ(rec["counters"]["late_packets"], 0);
+  EXPECT_EQ(rec["dropped_blocks"], 0);
+
+  // The file with exactly those frames zeroed, imaged from the file.
+  const io::TbfReader reader(tbf);
+  const auto& info = reader.info();
+  const std::size_t row = static_cast<std::size_t>(info.nstand) * 2;
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(info.nchan() * info.ntime) * row);
+  reader.read(0, info.ntime, 0, info.nchan(), v.data());
+  for (const auto& k : sent["dropped_packets"]) {
+    const std::int64_t t = (k[0].get<std::int64_t>() - info.time_tags[0]) / 7840;
+    const int b = (k[1].get<int>() - kFirstChan) / 12;
+    for (int ch = 12 * b; ch < 12 * b + 12; ++ch)
+      std::fill_n(v.begin() + static_cast<std::ptrdiff_t>((ch * info.ntime + t) * row), row, 0);
+  }
+  io::write_tbf(d.file("zeroed.tbf"), v.data(), info.nchan(), info.ntime, info.nstand, kFirstChan,
+                info.time_tags[0]);
+  r = wbtest::run_cli(fmt::format("image {} {} --accumulate 2 --out {}", d.file("zeroed.tbf"), args,
+                                  d.file("file")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto files = fits_in(d.file("file"));
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(fits_in(d.file("live")), files);
+  std::int64_t nlost = 0;
+  for (const auto& f : files) {
+    expect_same_image(d.file("file/" + f), d.file("live/" + f));
+    nlost += static_cast<std::int64_t>(wbtest::read_fits(d.file("live/" + f)).num("NLOST"));
+  }
+  EXPECT_EQ(nlost, sent["dropped"].get<std::int64_t>());  // each image says what it lost
+}
+
+TEST(StreamCli, AnEngineSlowerThanTheStreamDropsWholeBlocksCountedExactly) {
+  WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
+  wbtest::TempDir d;
+  const std::string tbf = simulate(d, 1024);  // 32 gulps of 32 spectra
+  wbtest::Background live(
+      fmt::format("image --listen udp://127.0.0.1:0 --stream-channels 2348:24 {} --out {} "
+                  "--ring-blocks 3 --test-block-delay-ms 150 --idle-timeout 2 --json {}",
+                  image_args(), d.file("live"), d.file("live.json")),
+      d.file("live.out"), d.file("live.err"));
+  const std::string port = start_listener(live);
+  ASSERT_FALSE(port.empty()) << live.err();
+  const auto r = wbtest::run_cli(fmt::format(
+      "send tbf {} udp://127.0.0.1:{} --rate 0.004 --json {}", tbf, port, d.file("send.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(live.wait(60), 0) << live.err();
+  const json rec = read_json(d.file("live.json"));
+  const json& c = rec["counters"];
+  const std::int64_t sent_blocks =
+      read_json(d.file("send.json"))["record"]["blocks"].get<int>() / 32;
+  ASSERT_EQ(sent_blocks, 32);
+  const std::int64_t processed = c["blocks_processed"], dropped = rec["dropped_blocks"];
+  EXPECT_GT(dropped, 0) << "the engine kept up: the test did not test dropping";
+  EXPECT_GT(processed, 2);
+  EXPECT_EQ(sent_blocks - processed, dropped);
+  EXPECT_EQ(rec["lost_packets"], 0);
+  EXPECT_EQ(c["empty_blocks"], 0);
+  EXPECT_EQ(c["dropped_block_packets"].get<std::int64_t>(), dropped * 32 * 2);
+  // The run kept going: images after the first drop, numbered by their place in the stream
+  // (the gaps show), one per processed block.
+  const auto files = fits_in(d.file("live"));
+  EXPECT_EQ(static_cast<std::int64_t>(files.size()), processed);
+  EXPECT_EQ(rec["products"].size(), files.size());
+  const std::int64_t last = rec["products"].back()["image"];
+  EXPECT_GT(last, processed - 1);
+}
+
+TEST(StreamCli, SigtermInMidStreamLeavesCompleteValidProducts) {
+  WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
+  wbtest::TempDir d;
+  const std::string tbf = simulate(d, 1024);
+  wbtest::Background live(fmt::format("image --listen udp://127.0.0.1:0 --stream-channels "
+                                      "2348:24 {} --accumulate 2 --out {} --json {}",
+                                      image_args(), d.file("live"), d.file("live.json")),
+                          d.file("live.out"), d.file("live.err"));
+  const std::string port = start_listener(live);
+  ASSERT_FALSE(port.empty()) << live.err();
+  // About 3 s of stream; the listener has no idle time-out: only the signal ends it.
+  wbtest::Background sender(fmt::format("send tbf {} udp://127.0.0.1:{} --rate 0.004", tbf, port),
+                            d.file("send.out"), d.file("send.err"));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (live.out().find("epic_00000.fits") == std::string::npos &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_NE(live.out().find("epic_00000.fits"), std::string::npos) << live.err();
+  live.signal(SIGTERM);
+  EXPECT_EQ(live.wait(30), 0) << live.err();
+  EXPECT_EQ(sender.wait(60), 0);
+  const json rec = read_json(d.file("live.json"));
+  EXPECT_EQ(rec["ended_by"], "signal 15");
+  const auto files = fits_in(d.file("live"));
+  ASSERT_FALSE(files.empty());
+  EXPECT_LT(files.size(), 16u) << "the signal came after the stream";
+  EXPECT_EQ(rec["products"].size(), files.size());
+  for (const auto& f : files) {
+    const wbtest::Fits fits = wbtest::read_fits(d.file("live/" + f));  // throws if truncated
+    EXPECT_EQ(fits.naxes, (std::vector<long>{64, 64, 24, 4})) << f;
+    EXPECT_TRUE(std::filesystem::exists(d.file("live/" + f.substr(0, f.size() - 5) + ".png")));
+  }
+  for (const auto& e : std::filesystem::directory_iterator(d.file("live")))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+namespace {
+
+// The Prometheus text exposition format (0.0.4): "# HELP name text", "# TYPE name type", then
+// "name[{labels}] value" samples; every sampled metric has a TYPE first. Returns name -> value;
+// fails the test on a malformed line.
+std::map<std::string, double> parse_prometheus(const std::string& text) {
+  std::map<std::string, double> out;
+  std::map<std::string, std::string> types;
+  const std::regex help(R"(^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .+$)");
+  const std::regex type(
+      R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$)");
+  const std::regex sample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ([-+]?([0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?|Inf|NaN))$)");
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (line.empty() || std::regex_match(line, help)) continue;
+    if (std::regex_match(line, m, type)) {
+      types[m[1]] = m[2];
+      continue;
+    }
+    if (!std::regex_match(line, m, sample)) {
+      ADD_FAILURE() << "not Prometheus text: '" << line << "'";
+      continue;
+    }
+    EXPECT_TRUE(types.count(m[1])) << "no TYPE before " << m[1];
+    out[m[1]] = std::stod(m[3]);
+  }
+  return out;
+}
+
+std::string http_get(const std::string& url, const wbtest::TempDir& d) {
+  const std::string f = d.file("http.body");
+  std::filesystem::remove(f);
+  std::system(fmt::format("curl -s -m 5 -o '{}' '{}'", f, url).c_str());
+  return wbtest::slurp(f);
+}
+
+}  // namespace
+
+TEST(StreamCli, TheLivePageShowsLiveCountersInChromiumAndMetricsParseAsPrometheusText) {
+  WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "chromium is not installed (scripts/lib.sh installs it)";
+  if (!stream::http_supported()) GTEST_SKIP() << "this build has no cpp-httplib";
+  wbtest::TempDir d;
+  const std::string tbf = simulate(d, 1024);
+  wbtest::Background live(
+      fmt::format("image --listen udp://127.0.0.1:0 --stream-channels 2348:24 {} --out {} "
+                  "--http 127.0.0.1:0 --test-block-delay-ms 100 --idle-timeout 2",
+                  image_args(), d.file("live")),
+      d.file("live.out"), d.file("live.err"));
+  const std::string port = start_listener(live);
+  ASSERT_FALSE(port.empty()) << live.err();
+  const std::string http = live.wait_for_err(R"(status page (http://127\.0\.0\.1:\d+/))", 10);
+  ASSERT_FALSE(http.empty()) << live.err();
+  wbtest::Background sender(
+      fmt::format("send tbf {} udp://127.0.0.1:{} --rate 0.002 --loops 3", tbf, port),
+      d.file("send.out"), d.file("send.err"));
+  // Wait until the engine has processed a few blocks.
+  std::map<std::string, double> m;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+    m = parse_prometheus(http_get(http + "metrics", d));
+    if (m["warpbeam_stream_blocks_processed_total"] >= 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(m["warpbeam_stream_blocks_processed_total"], 2) << live.err();
+  EXPECT_GT(m["warpbeam_stream_packets_total"], 0);
+  EXPECT_EQ(m["warpbeam_stream_lost_packets_total"], 0);
+  EXPECT_EQ(m["warpbeam_stream_ring_blocks"], 8);
+  for (const char* k :
+       {"warpbeam_stream_bytes_total", "warpbeam_stream_dropped_blocks_total",
+        "warpbeam_stream_images_total", "warpbeam_stream_candidates_total",
+        "warpbeam_stream_ring_filled_blocks", "warpbeam_stream_rate_in_bytes_per_second"})
+    EXPECT_TRUE(m.count(k)) << k;
+  const json status = json::parse(http_get(http + "status.json", d));
+  EXPECT_GE(status["counters"]["packets"].get<double>(), m["warpbeam_stream_packets_total"]);
+
+  // The page as a browser renders it: the script has filled in the counters from status.json.
+  // Chromium's start on a loaded machine can be slow: up to three tries, each with its own
+  // profile folder.
+  std::string html;
+  for (int attempt = 0; attempt < 3 && html.find("id=\"state\">live<") == std::string::npos;
+       ++attempt) {
+    const std::string dom = d.file(fmt::format("dom{}.html", attempt));
+    std::system(fmt::format("timeout 60 chromium --headless --no-sandbox --disable-gpu "
+                            "--no-first-run --disable-dev-shm-usage --user-data-dir='{}' "
+                            "--virtual-time-budget=5000 --dump-dom '{}' >'{}' 2>'{}.err'",
+                            d.file(fmt::format("profile{}", attempt)), http, dom, dom)
+                    .c_str());
+    html = wbtest::slurp(dom);
+    if (html.find("id=\"state\">live<") == std::string::npos)
+      std::printf("chromium try %d: no live page (%zu bytes): %s\n", attempt, html.size(),
+                  wbtest::slurp(dom + ".err").substr(0, 400).c_str());
+  }
+  std::smatch s;
+  ASSERT_TRUE(std::regex_search(html, s, std::regex(R"(id="state">live<)"))) << html;
+  ASSERT_TRUE(std::regex_search(html, s, std::regex(R"(id="packets">(\d+)<)"))) << html;
+  EXPECT_GE(std::stod(s[1]), m["warpbeam_stream_packets_total"]);
+  ASSERT_TRUE(std::regex_search(html, s, std::regex(R"(id="blocks_processed">(\d+)<)")));
+  EXPECT_GE(std::stod(s[1]), 2);
+  ASSERT_TRUE(std::regex_search(html, s, std::regex(R"(id="lost_packets"[^>]*>(\d+)<)")));
+  EXPECT_EQ(s[1], "0");
+  EXPECT_TRUE(std::regex_search(html, s, std::regex(R"(id="caption">epic_\d{5}: )"))) << html;
+  // And the latest image is there.
+  const std::string png = http_get(http + "latest.png", d);
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  live.signal(SIGTERM);
+  EXPECT_EQ(live.wait(30), 0) << live.err();
+  sender.signal(SIGTERM);
+  sender.wait(10);
+}
+
+TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
+  WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
+  wbtest::TempDir d;
+  std::ofstream(d.file("garbage.tbf")) << std::string(10000, 'x');
+  struct Case {
+    std::string args, message;
+    int exit_code;
+  };
+  const std::string img = fmt::format("image --ssmif {} --out {}", ssmif(), d.file("out"));
+  const std::vector<Case> cases = {
+      {fmt::format("send tbf {} udp://10.1.2.3:4015 --json {}", d.file("garbage.tbf"),
+                   d.file("s.json")),
+       "this machine only", 2},
+      {fmt::format("send tbf {} udp://127.0.0.1:4015 --drop 2 --json {}", d.file("garbage.tbf"),
+                   d.file("s.json")),
+       "--drop", 2},
+      {fmt::format("send tbf {} spead://127.0.0.1:4015", d.file("garbage.tbf")), "udp://", 2},
+      {fmt::format("send tbf {} udp://127.0.0.1:4015 --json {}", d.file("garbage.tbf"),
+                   d.file("s.json")),
+       "sync word", 1},
+      {img + " --listen tcp://127.0.0.1:4015", "udp://", 2},
+      {img + " --listen udp://127.0.0.1:4015 --stream-channels 2348:13", "--stream-channels", 2},
+      {img + " --listen udp://127.0.0.1:4015 --http 10.0.0.1:8080", "127.0.0.1", 2},
+      {img + " --listen udp://127.0.0.1:4015 --ring-blocks 2", "--ring-blocks", 2},
+      {img + " " + d.file("garbage.tbf") + " --listen udp://127.0.0.1:4015", "either IN", 2},
+      {img, "either IN", 2},
+      {img + " " + d.file("garbage.tbf") + " --json x.json", "--json is for --listen", 2},
+      {"pipeline --listen udp://127.0.0.1:7148 --blocks 4 --grid azel:170:190:2:60:70:2 --out " +
+           d.file("out"),
+       "spead://", 2},
+      {"pipeline --listen spead://127.0.0.1:7148 --grid azel:170:190:2:60:70:2 --out " +
+           d.file("out"),
+       "--blocks", 2},
+      {fmt::format("send voltages {} udp://127.0.0.1:7148", d.file("garbage.tbf")), "spead://", 2},
+  };
+  for (const auto& c : cases) {
+    const auto r = wbtest::run_cli(c.args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_FALSE(std::filesystem::exists(d.file("out"))) << c.args;
+    EXPECT_FALSE(std::filesystem::exists(d.file("s.json"))) << c.args;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SPEAD: send_voltages -> SpeadVoltageCapture, against the file's blocks
+// ---------------------------------------------------------------------------------------------
+
+TEST(StreamSpead, HeapsArePlacedByTimeAndChannelAndLostOnesAreTheSendersDrops) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  wbtest::TempDir d;
+  const std::string raw = d.file("v.raw");
+  // 64 channels x 32 antennas, ci4, 4 blocks of 1024 samples (heaps of 256 samples: 8 KiB).
+  auto r = wbtest::run_cli(fmt::format(
+      "simulate voltages --out {} --nchans 64 --nsamples 4096 --block-samples 1024 --seed 4", raw));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  stream::StreamCounters c;
+  stream::SpeadCaptureConfig cfg;
+  cfg.listen = stream::parse_endpoint("spead://127.0.0.1:0", "spead", "x", true);
+  cfg.ring_blocks = 8;
+  stream::SpeadVoltageCapture cap(cfg, c);
+  ASSERT_GT(cap.port(), 0);
+  stream::SendConfig sc;
+  sc.to = stream::parse_endpoint(fmt::format("spead://127.0.0.1:{}", cap.port()), "spead", "x");
+  sc.rate_gbytes = 0.02;
+  sc.faults.drop = sc.faults.reorder = sc.faults.duplicate = 0.01;
+  sc.faults.seed = 3;
+  stream::SendRecord sent;
+  std::thread sender([&] { sent = stream::send_voltages(raw, sc); });
+  ASSERT_TRUE(cap.wait_for_info(30, nullptr));
+  const io::VoltageStreamInfo& info = cap.info();
+  EXPECT_EQ(info.nchans, 64);
+  EXPECT_EQ(info.nantennas, 32);
+  EXPECT_EQ(info.block_samples, 1024);
+  std::vector<std::vector<std::uint8_t>> got;
+  std::vector<stream::BlockInfo> infos;
+  bool closed = false;
+  while (!closed)
+    if (auto* b = cap.ring().next(std::chrono::milliseconds(100), &closed)) {
+      got.emplace_back(b->data, b->data + b->bytes);
+      infos.push_back(b->info);
+      cap.ring().release(b);
+    }
+  sender.join();
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_GT(sent.dropped, 0);
+  ASSERT_GT(sent.duplicated, 0);
+  EXPECT_EQ(c.lost_packets.load(), sent.dropped);
+  EXPECT_EQ(c.duplicates.load(), sent.duplicated);
+  EXPECT_EQ(c.dropped_blocks.load(), 0);
+  // The file's blocks with the dropped heaps (timestamp, channel) zeroed.
+  auto reader = io::open_voltage_file(raw);
+  std::vector<std::uint8_t> block;
+  const std::size_t spb = 32;  // bytes per time sample (32 antennas, 1 pol, ci4)
+  for (std::size_t k = 0; k < 4; ++k) {
+    ASSERT_TRUE(reader->read_block(block));
+    EXPECT_EQ(infos[k].sequence, static_cast<std::int64_t>(k));
+    EXPECT_EQ(infos[k].packets_expected, 64 * 4);
+    for (const auto& [ts, ch] : sent.dropped_packets)
+      if (ts / 1024 == static_cast<std::int64_t>(k))
+        std::fill_n(block.begin() + static_cast<std::ptrdiff_t>((ch * 1024 + ts % 1024) * spb),
+                    256 * spb, 0);
+    EXPECT_TRUE(block == got[k]) << "block " << k;
+  }
+}
+
+TEST(StreamSpead, ThePipelineOnASpeadStreamFindsTheFilePipelinesCandidatesByteForByte) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  const pltest::Observation& obs = pltest::Observation::get();
+  wbtest::TempDir d;
+  const std::string common =
+      " --beams '" + obs.beams + "' --backend cpu " + pltest::Observation::pipeline_args();
+  auto r = wbtest::run_cli("pipeline '" + obs.raw + "' --out '" + d.file("file") + "'" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  wbtest::Background live("pipeline --listen spead://127.0.0.1:0 --blocks 10 --out '" +
+                              d.file("live") + "' --json '" + d.file("live.json") + "'" + common,
+                          d.file("live.out"), d.file("live.err"));
+  const std::string port = live.wait_for_err(R"(listening on spead://127\.0\.0\.1:(\d+))", 30);
+  ASSERT_FALSE(port.empty()) << live.err();
+  r = wbtest::run_cli(
+      fmt::format("send voltages '{}' spead://127.0.0.1:{} --rate 0.02", obs.raw, port));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(live.wait(120), 0) << live.err();
+  const std::string want = wbtest::slurp(d.file("file/candidates.cand"));
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(wbtest::slurp(d.file("live/candidates.cand")), want);
+  const json rec = read_json(d.file("live.json"));
+  EXPECT_EQ(rec["stream"]["lost_packets"], 0);
+  EXPECT_EQ(rec["stream"]["dropped_blocks"], 0);
+  EXPECT_EQ(rec["stream"]["zero_filled_blocks"].size(), 0u);
+  EXPECT_EQ(rec["stream"]["ended_by"], "end of stream");
+  EXPECT_EQ(rec["result"]["candidates"],
+            read_json(d.file("file/pipeline.json"))["result"]["candidates"]);
+}
+
+TEST(StreamSpead, AGarbageDescriptionIsAFormatErrorNamingTheField) {
+  stream::spead::StreamDescription d;
+  d.info.nchans = 4;
+  d.info.nantennas = 2;
+  d.info.tsamp_s = 1e-6;
+  d.info.block_samples = 64;
+  d.heap_samples = 16;
+  const json good = d.to_json();
+  EXPECT_EQ(stream::spead::StreamDescription::from_json(good).heaps_per_block(), 16);
+  auto expect_format = [](const json& j, const std::string& needle) {
+    try {
+      stream::spead::StreamDescription::from_json(j);
+      ADD_FAILURE() << j.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::format);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  json j = good;
+  j.erase("tsamp_s");
+  expect_format(j, "tsamp_s");
+  j = good;
+  j["heap_samples"] = 15;  // does not divide the block
+  expect_format(j, "inconsistent");
+  j = good;
+  j["nchans"] = "many";
+  expect_format(j, "malformed");
+  j = good;
+  j["sample_type"] = "ci3";
+  expect_format(j, "description");
+  j = good;
+  j["format"] = "something else";
+  expect_format(j, "format");
+  expect_format(json::array({1, 2}), "format");
+}
