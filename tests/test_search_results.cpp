@@ -5,12 +5,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 
 #include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
 #include "warpbeam/io/sigproc.hpp"
+#include "warpbeam/search.hpp"
 #include "warpbeam/sim/filterbank.hpp"
 
 using namespace warpbeam;
@@ -175,4 +177,41 @@ TEST(SearchResults, AFileWithoutTstartIsWarnedAboutOnce) {
   const auto first = r.err.find("no tstart");
   ASSERT_NE(first, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("no tstart", first + 1), std::string::npos) << "warned twice:\n" << r.err;
+}
+
+// B4, stage 1: the baseline's masked passes follow their definition (written out here with the
+// single-pass baseline and the robust RMS), and a bright narrow pulse barely raises its own
+// baseline, which the single pass lifted by a large fraction of the pulse.
+TEST(SearchResults, SearchBaselineMasksABrightPulse) {
+  using namespace search;
+  const std::int64_t n = 5000;
+  const int levels = baseline_levels(1 << 20, n);
+  EXPECT_EQ(levels, 4) << "5000 samples: the last level must keep >= 3 values (3 x 625)";
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0, 1);
+  std::vector<float> x(n);
+  for (auto& v : x)
+    v = g(rng);
+  for (std::int64_t t = 2480; t < 2520; ++t)  // 40 samples at 60 sigma
+    x[t] += 60;
+  std::vector<float> single(n), got(n), masked(n), scratch(2 * n);
+  running_median_baseline(x.data(), n, levels, single.data(), scratch.data());
+  search_baseline(x.data(), n, levels, got.data(), masked.data(), scratch.data());
+  // The definition, naively.
+  std::vector<float> ref(n), r(n), m(n);
+  running_median_baseline(x.data(), n, levels, ref.data(), scratch.data());
+  for (int pass = 1; pass < kBaselinePasses; ++pass) {
+    for (std::int64_t t = 0; t < n; ++t)
+      r[t] = x[t] - ref[t];
+    const auto lim =
+        static_cast<float>(kBaselineMaskSigma * robust_rms(r.data(), n, 0, scratch.data()));
+    for (std::int64_t t = 0; t < n; ++t)
+      m[t] = r[t] > lim ? ref[t] : x[t];
+    running_median_baseline(m.data(), n, levels, ref.data(), scratch.data());
+  }
+  EXPECT_EQ(got, ref);
+  const float lift_single = *std::max_element(single.begin() + 2400, single.begin() + 2600);
+  const float lift = *std::max_element(got.begin() + 2400, got.begin() + 2600);
+  EXPECT_GT(lift_single, 2.0f) << "the single pass should show the problem";
+  EXPECT_LT(lift, 0.3f) << "the masked baseline still follows the pulse";
 }
