@@ -1,4 +1,4 @@
-# Sanitizers and fuzzing (issue 18; the `sanitize` preset, scripts/test and tests/fuzz/README.md).
+# Sanitizers and fuzzing (issue 18; the `sanitize` preset, scripts/test and docs/FUZZING.md).
 #
 # WARPBEAM_SANITIZE=address,undefined builds every C/C++ target (library, CLI, tests) with ASan and
 # UBSan; any report aborts the process (-fno-sanitize-recover), so a test with a report fails.

@@ -1,5 +1,5 @@
 #pragma once
-// Shared by the libFuzzer targets (tests/fuzz/README.md): the input becomes a file (the readers
+// Shared by the libFuzzer targets (docs/FUZZING.md): the input becomes a file (the readers
 // open paths), warnings are silenced, and only warpbeam::Error counts as a clean rejection. Any
 // other exception (std::bad_alloc, std::length_error, ...) escapes and libFuzzer reports it: a
 // reader must refuse a bad file with an Error, never by running out of memory.
