@@ -491,6 +491,16 @@ TEST(ReaderLimits, MatAndUffArtifactsGiveErrors) {
   EXPECT_EQ(io::read_mat(wbtest::data_file("ultrasound/PWI_disk.mat")).nrx, 128);
 }
 
+// A dataset without filters that stores fewer bytes than its extent: libhdf5 1.10 copied the
+// declared 3,392 bytes out of a 1-byte compact buffer (an ASan heap over-read inside H5Dread;
+// release builds got "cannot read UFF"). It is refused before H5Dread, naming what is stored.
+TEST(ReaderLimits, UffDatasetShorterThanItsExtentIsRefusedBeforeReading) {
+  WB_REQUIRE_REPRO("uff/repro-hdf5-heap-overread-H5VM_memcpyvv.uff");
+  const auto err = error_of(
+      [&] { io::read_ultrasound(repro_file("uff/repro-hdf5-heap-overread-H5VM_memcpyvv.uff")); });
+  EXPECT_TRUE(contains(err, "but the file stores")) << err;
+}
+
 // ------------------------------------------------------------------------------ LWA TBX and COR
 
 // tbx-test.dat and cor-test.dat got TBF errors ("has id 8, not 1"): they are named as what they
