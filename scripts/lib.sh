@@ -15,15 +15,18 @@ WB_APT_PACKAGES+=(zlib1g-dev)
 # The sanitized build and the fuzz targets (scripts/test, scripts/fuzz): clang with its ASan,
 # UBSan and libFuzzer runtimes and its OpenMP.
 WB_APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
+# Candidate plots (PNG): PLplot and its cairo driver (pngcairo).
+WB_APT_PACKAGES+=(libplplot-dev plplot-driver-cairo)
 # Live streams: cpp-httplib (the status page), libdivide and Boost (spead2, built from its PyPI
 # sdist by scripts/build-spead2), chromium and curl (the status page's test).
 WB_APT_PACKAGES+=(libcpp-httplib-dev libdivide-dev libboost-dev chromium curl)
 # PyPI packages: header-only CUDA libraries (cuFFTDx, CUTLASS/CuTe) and the Python checks.
 WB_PIP_PACKAGES=(nvidia-mathdx==25.6.0 nvidia-cutlass==4.2.0.0 numpy astropy)
 # The Python package (python/: nanobind, scikit-build-core) and its pytest suite's references
-# (PyMUST's DAS, your's filterbank reader, h5py, matplotlib for the tutorial).
-WB_PIP_PACKAGES+=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest scipy h5py pymust==0.1.9 your
-  matplotlib)
+# (PyMUST's DAS, your's filterbank reader and candidate layout (the candidate files' check),
+# h5py, matplotlib for the tutorial).
+WB_PIP_PACKAGES+=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest scipy h5py pymust==0.1.9
+  your==0.6.7 matplotlib)
 
 wb_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -82,7 +85,7 @@ wb_build_sanitize() {
   # the search-result checks) and the fuzz targets, not every test binary (CI's time budget).
   local targets=(warpbeam_cli test_safety)
   local t
-  for t in sigproc guppi tbf ssmif mat uff cand beam_list grid channel_list; do
+  for t in sigproc psrfits guppi tbf ssmif mat uff cand beam_list grid channel_list; do
     targets+=("fuzz_$t")
   done
   wb_log "building the sanitized CLI, safety tests and fuzz targets with $(nproc) jobs"

@@ -128,6 +128,36 @@ TEST(EpicCli, RealTbfFileImages) {
   EXPECT_GT(finite, 60 * 4 * 64 * 64 / 2);
 }
 
+// The real LWA-SV TBX file (NDP, 64 stands, 312 channels, one spectrum) images on the CPU: its
+// 64 stands are the SSMIF's first 128 F-engine inputs, its channels fC = fS / 8192 wide.
+TEST(EpicCli, RealTbxFileImages) {
+  WB_REQUIRE_DATA("lwa/tbx-test.dat");
+  WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
+  wbtest::TempDir d;
+  const auto r =
+      wbtest::run_cli(fmt::format("image {} --ssmif {} --out {} --size 64 --gulp 1 --backend cpu",
+                                  wbtest::data_file("lwa/tbx-test.dat"), ssmif(), d.file("out")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("partial TBX frame"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("of 64 stands gridded"), std::string::npos) << r.err;
+  const wbtest::Fits f = wbtest::read_fits(d.file("out/epic_00000.fits"));
+  const double fc = 196e6 / 8192;
+  EXPECT_EQ(f.naxes[2], 312);
+  EXPECT_NEAR(f.num("CDELT3"), fc, 1e-6);
+  EXPECT_NEAR(f.num("CRVAL3"), 2176 * fc, 1e-3);
+  EXPECT_NEAR(f.num("EXPTIME"), 1 / fc, 1e-12);
+  EXPECT_NE(f.str("DATE-OBS").find("2024-06-27T17:32:2"), std::string::npos) << f.str("DATE-OBS");
+  int finite = 0;
+  double sum = 0;
+  for (float v : f.data)
+    if (std::isfinite(v)) {
+      ++finite;
+      sum += std::abs(v);
+    }
+  EXPECT_GT(finite, 312 * 4 * 64 * 64 / 2);
+  EXPECT_GT(sum, 0);
+}
+
 TEST(EpicCli, BadInputsFailClearlyWithoutFits) {
   WB_REQUIRE_DATA("lwa/lwasv-ssmif.txt");
   wbtest::TempDir d;

@@ -1,7 +1,7 @@
 // `warpbeam beamform IN --beams FILE|--grid SPEC --out DIR`: forms beams from a voltage file
-// (GUPPI raw or LWA TBF) and writes one SIGPROC filterbank per beam (and pol unless summed), plus
-// DIR/beamform.json (provenance, parameters, beams). For TBF the array comes from the station's
-// SSMIF (stand positions, bad stands masked, cable delays removed).
+// (GUPPI raw or LWA TBF/TBX) and writes one SIGPROC filterbank per beam (and pol unless summed),
+// plus DIR/beamform.json (provenance, parameters, beams). For TBF/TBX the array comes from the
+// station's SSMIF (stand positions, bad stands masked, cable delays removed).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -40,23 +40,24 @@ struct BeamformOptions {
 void run(const BeamformOptions& o) {
   const auto pointings = load_pointings(o.beams_file, o.grid);
   auto reader = io::open_voltage_file(o.in);
-  const bool tbf = reader->info().format == "lwa-tbf";
+  const bool lwa = reader->info().format.rfind("lwa-", 0) == 0;  // TBF or TBX
   if (o.block > 0) {
-    if (!tbf)
+    if (!lwa)
       fail(ErrorCategory::invalid_argument,
-           "--block is for formats without blocks (LWA TBF); {} has its own", o.in);
-    reader = io::open_tbf_voltages(o.in, o.block);
+           "--block is for formats without blocks (LWA TBF, TBX); {} has its own", o.in);
+    reader = io::open_lwa_voltages(o.in, o.block);
   }
   const io::VoltageStreamInfo info = reader->info();
-  // The array: "auto" is the station's SSMIF for TBF, BEST-2 otherwise.
-  const std::string array_spec = o.array == "auto" ? (tbf ? "ssmif" : "best2") : o.array;
+  // The array: "auto" is the station's SSMIF for TBF and TBX, BEST-2 otherwise.
+  const std::string array_spec = o.array == "auto" ? (lwa ? "ssmif" : "best2") : o.array;
   beamform::ArrayGeometry array;
   std::optional<io::TbfStationModel> station;
   std::string ssmif_path;
   if (array_spec == "ssmif") {
     ssmif_path = find_ssmif(o.ssmif);
     const io::Ssmif ssmif = io::read_ssmif(ssmif_path);
-    station = io::tbf_station_model(ssmif, info.nantennas);
+    // TBX may record a subset of the stands (the first F-engine inputs).
+    station = io::tbf_station_model(ssmif, info.nantennas, info.format == "lwa-tbx");
     constexpr double rad = std::numbers::pi / 180;
     array.site = {ssmif.lon_deg * rad, ssmif.lat_deg * rad, ssmif.elevation_m};
     array.enu_m = station->xyz_m;
@@ -222,9 +223,11 @@ void run(const BeamformOptions& o) {
 
 void add_beamform_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "beamform", "Form beams from a voltage file (GUPPI raw or LWA TBF); one filterbank per beam");
+      "beamform",
+      "Form beams from a voltage file (GUPPI raw or LWA TBF/TBX); one filterbank per beam");
   auto o = std::make_shared<BeamformOptions>();
-  cmd->add_option("IN", o->in, "Voltage file (GUPPI raw with NANTS, or LWA TBF)")->required();
+  cmd->add_option("IN", o->in, "Voltage file (GUPPI raw with NANTS, or LWA TBF or TBX)")
+      ->required();
   cmd->add_option("--beams", o->beams_file,
                   "Beam list: 'azel AZ EL [NAME]', 'radec RA DEC [NAME]' or 'lm L M [NAME]' "
                   "per line (degrees; RA/Dec beams track)");
@@ -238,14 +241,14 @@ void add_beamform_command(CLI::App& app) {
           {"auto", "register-tiled", "register-stream", "tensor-core", "cublas-fp16"}))
       ->capture_default_str();
   cmd->add_option("--array", o->array,
-                  "auto (ssmif for LWA TBF, else best2), best2, ssmif, or a file of antenna "
+                  "auto (ssmif for LWA TBF/TBX, else best2), best2, ssmif, or a file of antenna "
                   "positions 'E N U' (m)")
       ->capture_default_str();
   cmd->add_option("--ssmif", o->ssmif,
                   "LWA station file for --array ssmif (default: "
                   "$WARPBEAM_DATA/lwa/lwasv-ssmif.txt, else ../shared/data/lwa/lwasv-ssmif.txt)");
   cmd->add_flag("--no-cable-delays", o->no_cables, "With an SSMIF: keep the cable delays");
-  cmd->add_option("--block", o->block, "LWA TBF: spectra per block (default min(all, 1024))")
+  cmd->add_option("--block", o->block, "LWA TBF/TBX: spectra per block (default min(all, 1024))")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   cmd->add_option("--site", o->site, "Observatory 'LON_DEG,LAT_DEG,HEIGHT_M' (default Medicina)");
   cmd->add_option("--mask", o->mask, "Antenna indices to leave out (sub-arraying)")->delimiter(',');

@@ -1,4 +1,4 @@
-// `warpbeam image IN`: EPIC all-sky images of LWA TBF voltages. Every --accumulate gulps of
+// `warpbeam image IN`: EPIC all-sky images of LWA TBF or TBX voltages. Every --accumulate gulps of
 // --gulp spectra become one FITS cube (x, y, frequency, Stokes) with a SIN-projection WCS about
 // the zenith, and a PNG quick-look (Stokes I, channel average).
 #include <algorithm>
@@ -72,7 +72,9 @@ std::pair<int, int> parse_channels(const std::string& s, int nchan) {
 struct ImageSource {
   std::string name;  // the file, or the stream's address
   int nstand = 0;
-  std::vector<int> channels;  // channel numbers (frequency = number x 25 kHz)
+  std::vector<int> channels;  // channel numbers (frequency = number x channel_width_hz)
+  double channel_width_hz = io::kLwaChannelWidthHz;  // fC: 25 kHz for TBF (and its stream)
+  bool subset = false;  // TBX: the frames may hold fewer stands than the SSMIF describes
 };
 
 // The checks both paths make before anything is written (usage errors exit 2).
@@ -114,7 +116,7 @@ class Imager {
  public:
   Imager(const ImageOptions& o, const ImageChecks& k, const ImageSource& src, int c0, int c1)
       : o_(o), src_(src), ssmif_(io::read_ssmif(k.ssmif_path)), ssmif_path_(k.ssmif_path) {
-    const io::TbfStationModel station = io::tbf_station_model(ssmif_, src.nstand);
+    const io::TbfStationModel station = io::tbf_station_model(ssmif_, src.nstand, src.subset);
     nchan_ = c1 - c0;
     for (int c = c0 + 1; c < c1; ++c)
       if (src.channels[c] != src.channels[c - 1] + 1)
@@ -127,7 +129,7 @@ class Imager {
     cfg.nstand = src.nstand;
     cfg.ntime = o.gulp;
     for (int c = c0; c < c1; ++c)
-      cfg.freqs_hz.push_back(src.channels[c] * io::kLwaChannelWidthHz);
+      cfg.freqs_hz.push_back(src.channels[c] * src.channel_width_hz);
     cfg.stand_xyz_m = station.xyz_m;
     cfg.stand_ok = station.ok;
     if (!o.no_cables) {
@@ -222,7 +224,7 @@ class Imager {
         {"CTYPE3", std::string("FREQ"), ""},
         {"CRVAL3", freqs_.front(), "[Hz] first channel centre"},
         {"CRPIX3", 1.0, ""},
-        {"CDELT3", io::kLwaChannelWidthHz, "[Hz]"},
+        {"CDELT3", src_.channel_width_hz, "[Hz]"},
         {"CUNIT3", std::string("Hz"), ""},
         {"CTYPE4", std::string("STOKES"), "I = (XX+YY)/2, Q, U = Re XY*, V = Im XY*"},
         {"CRVAL4", 1.0, ""},
@@ -234,8 +236,8 @@ class Imager {
         {"TIMESYS", std::string("UTC"), ""},
         {"DATE-OBS", epic_common::iso_utc(t0), "start of the first spectrum"},
         {"MJD-OBS", epic_common::julian_date(t0) - 2400000.5, ""},
-        {"EXPTIME", static_cast<double>(o_.gulp) * gulps_ / io::kLwaChannelWidthHz,
-         "[s] spectra x 40 us"},
+        {"EXPTIME", static_cast<double>(o_.gulp) * gulps_ / src_.channel_width_hz,
+         "[s] spectra x 1/fC"},
         {"LST", lst / 15, "[h] local mean sidereal time at DATE-OBS"},
         {"TELESCOP", ssmif_.station_id.empty() ? std::string("LWA") : "LWA-" + ssmif_.station_id,
          ""},
@@ -298,9 +300,11 @@ void run_image(const ImageOptions& o) {
   // Options first (usage errors, exit 2), then the files (exit 1); nothing is written before
   // everything has been checked.
   const ImageChecks k = check_options(o);
-  const io::TbfReader reader(o.in);
+  const auto file = io::open_lwa_voltage_file(o.in);  // TBF or TBX
+  const io::LwaVoltageFile& reader = *file;
   const io::TbfInfo& info = reader.info();
-  const ImageSource src{o.in, info.nstand, info.channels};
+  const ImageSource src{o.in, info.nstand, info.channels, info.channel_width_hz,
+                        info.format == "TBX"};
   const auto [c0, c1] = parse_channels(o.channels, info.nchan());
   if (o.gulp > info.ntime)
     fail(ErrorCategory::invalid_argument,
@@ -510,8 +514,9 @@ void run_image_listen(const ImageOptions& o) {
 
 void add_image_command(CLI::App& app) {
   auto o = std::make_shared<ImageOptions>();
-  auto* cmd = app.add_subcommand("image", "EPIC all-sky images (FITS + PNG) of LWA TBF voltages");
-  cmd->add_option("IN", o->in, "TBF file (real or from `warpbeam simulate station`)");
+  auto* cmd =
+      app.add_subcommand("image", "EPIC all-sky images (FITS + PNG) of LWA TBF or TBX voltages");
+  cmd->add_option("IN", o->in, "TBF or TBX file (real or from `warpbeam simulate station`)");
   cmd->add_option("--out", o->out, "Output folder (FITS cubes and PNG quick-looks)")->required();
   cmd->add_option("--ssmif", o->ssmif,
                   "Station file (default: $WARPBEAM_DATA/lwa/lwasv-ssmif.txt, else "
@@ -521,7 +526,7 @@ void add_image_command(CLI::App& app) {
   cmd->add_option("--channels", o->channels,
                   "Channel indices of the file: all, A:B (A .. B-1) or A")
       ->capture_default_str();
-  cmd->add_option("--gulp", o->gulp, "Spectra per gulp (40 us each)")
+  cmd->add_option("--gulp", o->gulp, "Spectra per gulp (1/fC each: 40 us for TBF)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24))
       ->capture_default_str();
   cmd->add_option("--accumulate", o->accumulate, "Gulps summed into each image")
@@ -577,7 +582,8 @@ void add_image_command(CLI::App& app) {
       ->group("");
   cmd->callback([o] {
     if (o->listen.empty() == o->in.empty())
-      fail(ErrorCategory::invalid_argument, "give either IN (a TBF file) or --listen udp://...");
+      fail(ErrorCategory::invalid_argument,
+           "give either IN (a TBF or TBX file) or --listen udp://...");
     if (o->listen.empty()) {
       for (const char* opt : {"--json", "--http"})
         if (!(opt[2] == 'j' ? o->json : o->http).empty())

@@ -3,8 +3,10 @@
 // and JSON, a table of the best on stdout. Several files (beams), several GPUs (--gpus) and
 // several processes (mpirun) share the work through warpbeam/dist/search.hpp; the candidates
 // are the same, byte for byte, as one process writes.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -12,7 +14,9 @@
 #include "search_report.hpp"
 #include "warpbeam/dist/search.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/io/candidate_cutout.hpp"
 #include "warpbeam/io/candidates.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
 #include "warpbeam/io/output_file.hpp"
 #include "warpbeam/search.hpp"
 
@@ -28,7 +32,68 @@ struct SearchOptions {
   double memory_mib = 2048, gpu_memory_mib = 0;
   int top = 10;
   bool no_zero_dm = false, beam_column = false, device_given = false;
+  // Per-candidate products (--candidates-dir): your/FETCH HDF5 and a PNG.
+  std::string candidates_dir;
+  double candidates_snr = 8;
+  int candidates_max = 100;
 };
+
+// The candidates worth a cutout: S/N >= snr_min, the best `max` of them (the list is sorted by
+// S/N, best first).
+std::vector<search::Candidate> chosen(const std::vector<search::Candidate>& all, double snr_min,
+                                      int max) {
+  std::vector<search::Candidate> v;
+  for (const auto& c : all)
+    if (c.snr >= snr_min && static_cast<int>(v.size()) < max) v.push_back(c);
+  return v;
+}
+
+// Writes CAND_ID.h5 (and CAND_ID.png when PLplot is there) per chosen candidate into `dir`;
+// returns the files written. On failure the files written so far are removed.
+std::vector<std::string> write_candidate_products(const SearchOptions& o,
+                                                  const std::vector<search::Candidate>& cands,
+                                                  const std::vector<std::uint8_t>& zap) {
+  std::vector<std::string> written;
+  try {
+    const bool png = io::candidate_plot_supported();
+    if (!png && !cands.empty())
+      warnf("this build has no PLplot (or no pngcairo driver): candidate PNGs are skipped");
+    for (const auto& c : cands) {
+      const auto source = io::open_filterbank(o.paths.at(static_cast<std::size_t>(c.beam)));
+      io::CutoutConfig cc;
+      cc.dm = c.dm;
+      cc.tcand_s = c.time_s;
+      cc.width = c.width();
+      cc.snr = c.snr;
+      if (static_cast<int>(zap.size()) == source->header().nchans) cc.kill_mask = zap;
+      cc.search = {{"file", source->path()},
+                   {"snr", c.snr},
+                   {"sample", c.sample},
+                   {"time_s", c.time_s},
+                   {"filter", c.filter},
+                   {"dm_trial", c.dm_trial},
+                   {"dm", c.dm},
+                   {"members", c.members},
+                   {"begin", c.begin},
+                   {"end", c.end},
+                   {"beam", c.beam}};
+      const io::CandidateCutout cut = io::make_candidate_cutout(*source, cc);
+      const std::string stem = (std::filesystem::path(o.candidates_dir) / cut.cand_id).string();
+      io::write_candidate_h5(stem + ".h5", cut);
+      written.push_back(stem + ".h5");
+      if (png) {
+        io::write_candidate_png(stem + ".png", cut);
+        written.push_back(stem + ".png");
+      }
+    }
+  } catch (...) {
+    std::error_code ec;
+    for (const auto& f : written)
+      std::filesystem::remove(f, ec);
+    throw;
+  }
+  return written;
+}
 
 // The report of one file's search, from the run JSON of its (first) piece.
 void print_file(const dist::FileReport& f, const search::FileSearchConfig& c,
@@ -93,6 +158,18 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
            o.run.device, o.gpus);
     // The products must be writable, and must not be an input: fail now, not after a long search.
     io::check_outputs({o.output, o.json}, o.paths);
+    if (!o.candidates_dir.empty()) {
+      if (!io::candidate_h5_supported())
+        fail(ErrorCategory::unsupported, "--candidates-dir: this build has no HDF5");
+      std::error_code ec;
+      const auto parent = std::filesystem::absolute(o.candidates_dir).parent_path();
+      if (!std::filesystem::is_directory(parent, ec))
+        fail(ErrorCategory::io, "--candidates-dir '{}': folder '{}' does not exist",
+             o.candidates_dir, parent.string());
+      if (std::filesystem::exists(o.candidates_dir, ec) &&
+          !std::filesystem::is_directory(o.candidates_dir, ec))
+        fail(ErrorCategory::io, "--candidates-dir '{}' is a file, not a folder", o.candidates_dir);
+    }
     dc.files = o.paths;
     dc.search = c;
     dc.run = o.run;
@@ -108,11 +185,26 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
   const bool beam_column = o.beam_column || o.paths.size() > 1;
 
   // Rank 0 writes the products; every rank learns whether that worked.
-  // The .cand and the JSON appear together or not at all (and a failure removes neither a file
-  // that was there before nor anything but the command's own temporary files).
+  // The .cand, the JSON and the candidate products appear together or not at all (and a failure
+  // removes neither a file that was there before nor anything but what the command wrote).
+  std::vector<std::string> products;
   if (comm.is_root()) {
     try {
       io::StagedOutputs staged;
+      if (!o.candidates_dir.empty()) {
+        // The folder is made now (and removed again if the products fail).
+        OutputFolder folder(o.candidates_dir);
+        // The user's mask (--zap-chans) as the cutouts' kill mask: 1 = zapped.
+        std::vector<std::uint8_t> zap;
+        if (!c.zap.empty()) {
+          zap = c.zap.use_flags(r.files.front().header.nchans);
+          for (auto& z : zap)
+            z = z ? 0 : 1;
+        }
+        products = write_candidate_products(
+            o, chosen(r.candidates, o.candidates_snr, o.candidates_max), zap);
+        folder.keep();
+      }
       if (!o.output.empty()) io::write_cand(staged.temp(o.output), r.candidates, beam_column);
       if (!o.json.empty()) {
         const auto& f = r.files.front();
@@ -126,6 +218,10 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
       staged.commit();
     } catch (...) {
       error = std::current_exception();
+      // The candidate products this command wrote go with the .cand and JSON that failed.
+      std::error_code ec;
+      for (const auto& f : products)
+        std::filesystem::remove(f, ec);
     }
   }
   comm.agree(error);
@@ -137,6 +233,9 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
     fmt::print("{} file(s) on {} worker(s) ({} rank(s), {}) in {:.2f} s\n", r.files.size(),
                r.workers, r.ranks, r.backend, r.seconds);
   fmt::print("{} candidate(s)\n", r.candidates.size());
+  if (!o.candidates_dir.empty())
+    fmt::print("{} candidate file(s) (S/N >= {}, at most {}) in {}\n", products.size(),
+               o.candidates_snr, o.candidates_max, o.candidates_dir);
   std::vector<double> tsamps;  // beam b is file b: each candidate's width in its own file's tsamp
   for (const auto& f : r.files)
     tsamps.push_back(f.header.tsamp);
@@ -175,6 +274,17 @@ void add_search_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--output", o->output, "Write candidates as heimdall's .cand to this file");
   cmd->add_option("--json", o->json, "Write candidates, parameters and header as JSON");
+  cmd->add_option("--candidates-dir", o->candidates_dir,
+                  "Write each candidate's your/FETCH HDF5 cutout and diagnostic PNG here "
+                  "(CAND_ID.h5, CAND_ID.png; see docs/FORMATS.md)");
+  cmd->add_option("--candidates-snr", o->candidates_snr,
+                  "--candidates-dir: only candidates of this S/N or more")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  cmd->add_option("--candidates-max", o->candidates_max,
+                  "--candidates-dir: at most this many (the best by S/N)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   cmd->add_flag("--beam-column", o->beam_column,
                 "Add the beam as a 10th .cand column (always with several files)");
   cmd->add_option("--threads", run.threads, "CPU threads (0: all)")->capture_default_str();

@@ -85,6 +85,7 @@ void add_image_command(CLI::App& app);
 void add_simulate_station_command(CLI::App& app);
 void add_bench_epic_command(CLI::App& app);
 void add_bench_dedisp_command(CLI::App& app);
+void add_plot_command(CLI::App& app);
 void add_search_command(CLI::App& app);
 void add_simulate_filterbank_command(CLI::App& app);
 void add_demo_command(CLI::App& app);

@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
   add_bench_epic_command(app);
   add_bench_dedisp_command(app);
   add_search_command(app);
+  add_plot_command(app);
   add_simulate_filterbank_command(app);
   add_demo_command(app);
   add_bench_search_command(app);

@@ -35,6 +35,14 @@ class SigprocSource final : public FilterbankSource {
 std::unique_ptr<FilterbankSource> open_filterbank(const std::string& path) {
   // Every supported format is recognised by its first bytes; SIGPROC is the fallback, whose
   // reader names what is wrong with a file that is not one.
+  if (std::FILE* fp = std::fopen(path.c_str(), "rb")) {
+    char first[9] = {};
+    const std::size_t got = std::fread(first, 1, sizeof first, fp);
+    std::fclose(fp);
+    // A FITS file starts with the card "SIMPLE  =" (FITS standard 4.0, section 4.4.1.1).
+    if (got == sizeof first && std::memcmp(first, "SIMPLE  =", sizeof first) == 0)
+      return open_psrfits(path);
+  }
   return std::make_unique<SigprocSource>(path);
 }
 

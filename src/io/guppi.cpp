@@ -310,16 +310,12 @@ std::unique_ptr<VoltageReader> open_voltage_file(const std::string& path) {
   for (std::size_t i = 0; i < n && cards; ++i)
     cards = head[i] >= 32 && head[i] <= 126;
   if (cards) return std::make_unique<GuppiReader>(path);
-  // LWA TBF: big-endian sync word 0xDEC0DE5C (io/lwa.hpp).
+  // LWA TBF or TBX: big-endian sync word 0xDEC0DE5C (io/lwa.hpp).
   const auto* u = reinterpret_cast<const unsigned char*>(head);
-  if (n >= 5 && u[0] == 0xDE && u[1] == 0xC0 && u[2] == 0xDE && u[3] == 0x5C) {
-    // The id byte tells TBF from the other LWA frames sharing the sync word (TBX, COR).
-    if (u[4] == kTbfId) return open_tbf_voltages(path);
-    fail(ErrorCategory::unsupported, "'{}' holds {} frames (id {}): not supported (LWA TBF is)",
-         path, lwa_frame_name(u[4]), u[4]);
-  }
-  fail(ErrorCategory::format, "'{}' is not a voltage file warpbeam reads (GUPPI raw, LWA TBF)",
-       path);
+  if (n >= 4 && u[0] == 0xDE && u[1] == 0xC0 && u[2] == 0xDE && u[3] == 0x5C)
+    return open_lwa_voltages(path);
+  fail(ErrorCategory::format,
+       "'{}' is not a voltage file warpbeam reads (GUPPI raw, LWA TBF or TBX)", path);
 }
 
 // ---------------------------------------------------------------------------------------------

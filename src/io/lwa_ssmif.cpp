@@ -140,7 +140,7 @@ int Ssmif::tbf_antenna(int s, int p) const {
   return input_antenna[input];
 }
 
-TbfStationModel tbf_station_model(const Ssmif& ssmif, int tbf_nstand) {
+TbfStationModel tbf_station_model(const Ssmif& ssmif, int tbf_nstand, bool subset) {
   // Real data need the real cables and input order; defaults would beamform silently wrong.
   if (!ssmif.cable_lengths_given || !ssmif.input_map_given)
     fail(ErrorCategory::format,
@@ -148,7 +148,7 @@ TbfStationModel tbf_station_model(const Ssmif& ssmif, int tbf_nstand) {
          !ssmif.cable_lengths_given ? "cable table (N_RPD and RPD_LENG)"
                                     : "digitiser input map (N_SNAP, N_SNAPCH and SNAP_ANT, or "
                                       "the ROACH or DP1 equivalents)");
-  if (tbf_nstand != ssmif.nstand())
+  if (tbf_nstand > ssmif.nstand() || (!subset && tbf_nstand != ssmif.nstand()))
     fail(ErrorCategory::format,
          "the TBF data hold {} stands but SSMIF '{}' describes {} (N_STD): wrong station file?",
          tbf_nstand, ssmif.path, ssmif.nstand());

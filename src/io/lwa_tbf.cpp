@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "io/big_endian.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/lwa.hpp"
 #include "warpbeam/io/output_file.hpp"
@@ -16,32 +17,13 @@ namespace warpbeam::io {
 
 namespace {
 
-std::uint32_t be32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
-         std::uint32_t{p[3]};
-}
-std::int16_t be16s(const std::uint8_t* p) {
-  return static_cast<std::int16_t>((std::uint16_t{p[0]} << 8) | std::uint16_t{p[1]});
-}
-std::int64_t be64s(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v = (v << 8) | p[i];
-  return static_cast<std::int64_t>(v);
-}
-void put32(std::uint8_t* p, std::uint32_t v) {
-  for (int i = 3; i >= 0; --i, v >>= 8)
-    p[i] = static_cast<std::uint8_t>(v & 0xFF);
-}
+using detail::be16s;
+using detail::be32;
+using detail::be64s;
+using detail::put32;
+using detail::put64;
 void put16(std::uint8_t* p, std::int16_t s) {
-  const auto v = static_cast<std::uint16_t>(s);
-  p[0] = static_cast<std::uint8_t>(v >> 8);
-  p[1] = static_cast<std::uint8_t>(v & 0xFF);
-}
-void put64(std::uint8_t* p, std::int64_t s) {
-  auto v = static_cast<std::uint64_t>(s);
-  for (int i = 7; i >= 0; --i, v >>= 8)
-    p[i] = static_cast<std::uint8_t>(v & 0xFF);
+  detail::put16(p, static_cast<std::uint16_t>(s));
 }
 
 struct FileCloser {
@@ -101,6 +83,7 @@ bool TbfInfo::contiguous() const {
 
 TbfReader::TbfReader(const std::string& path) {
   info_.path = path;
+  info_.format = "TBF";
   File f = open_read(path);
   if (std::fseek(f.get(), 0, SEEK_END) != 0)
     fail(ErrorCategory::io, "cannot seek in '{}': {}", path, std::strerror(errno));
@@ -125,18 +108,18 @@ TbfReader::TbfReader(const std::string& path) {
     fail(ErrorCategory::format, "'{}': frame 0 says nstand = {}", path, first.nstand);
   info_.nstand = first.nstand;
   const std::int64_t frame_bytes = tbf_frame_bytes(info_.nstand);
+  info_.frame_bytes = frame_bytes;
+  info_.header_bytes = kTbfHeaderBytes;
+  info_.channels_per_frame = kTbfChannelsPerFrame;
   const std::int64_t nframes = size / frame_bytes;
   info_.dropped_bytes = size - nframes * frame_bytes;
   if (nframes == 0)
     fail(ErrorCategory::format, "'{}' ({} bytes) holds no whole TBF frame of {} bytes", path, size,
          frame_bytes);
 
-  // Pass 1: read and check every header; group frames into spectra by time tag.
-  struct Step {
-    std::int64_t time_tag;
-    std::map<int, std::int64_t> blocks;  // first_chan -> frame index
-  };
-  std::vector<Step> steps;
+  // Read and check every header; index_frames groups them into spectra.
+  std::vector<FrameKey> frames;
+  frames.reserve(static_cast<std::size_t>(nframes));
   for (std::int64_t i = 0; i < nframes; ++i) {
     if (std::fseek(f.get(), static_cast<long>(i * frame_bytes), SEEK_SET) != 0 ||
         std::fread(hb, 1, sizeof hb, f.get()) != sizeof hb)
@@ -163,36 +146,63 @@ TbfReader::TbfReader(const std::string& path) {
            "'{}': frame {} (byte {}) has second count {} but time tag {} ({} s): the header "
            "contradicts itself",
            path, i, at, h.second_count, h.time_tag, sec);
-    if (steps.empty() || h.time_tag != steps.back().time_tag) {
-      if (!steps.empty()) {
-        const std::int64_t dt = h.time_tag - steps.back().time_tag;
-        if (dt != kTbfTicksPerSpectrum)
-          fail(ErrorCategory::format,
-               "'{}': frame {} (byte {}) has time tag {}, {} ticks after the previous spectrum "
-               "(expected {}: frames out of order or spectra missing)",
-               path, i, at, h.time_tag, dt, kTbfTicksPerSpectrum);
-      }
-      steps.push_back({h.time_tag, {}});
-    }
-    if (!steps.back().blocks.emplace(h.first_chan, i).second)
-      fail(ErrorCategory::format,
-           "'{}': frame {} (byte {}) repeats channel block {} of the spectrum at time tag {}", path,
-           i, at, h.first_chan, h.time_tag);
+    frames.push_back({i, h.time_tag, h.first_chan});
   }
   if (info_.dropped_bytes > 0)
     warnf("'{}' ends with a partial TBF frame ({} of {} bytes): dropped", path, info_.dropped_bytes,
           frame_bytes);
+  index_frames(frames, {kTbfTicksPerSpectrum});
+}
+
+void LwaVoltageFile::index_frames(const std::vector<FrameKey>& frames,
+                                  const std::vector<std::int64_t>& tick_steps) {
+  const std::string& path = info_.path;
+  const std::string& fmt_name = info_.format;
+  const int per_frame = info_.channels_per_frame;
+  // Group frames into spectra by time tag; the first step between spectra fixes the spacing.
+  struct Step {
+    std::int64_t time_tag;
+    std::map<int, std::int64_t> blocks;  // first_chan -> frame index
+  };
+  std::vector<Step> steps;
+  std::int64_t spacing = 0;
+  for (const FrameKey& k : frames) {
+    const std::int64_t at = k.index * info_.frame_bytes;
+    if (steps.empty() || k.time_tag != steps.back().time_tag) {
+      if (!steps.empty()) {
+        const std::int64_t dt = k.time_tag - steps.back().time_tag;
+        if (spacing == 0 && std::find(tick_steps.begin(), tick_steps.end(), dt) != tick_steps.end())
+          spacing = dt;
+        if (dt != (spacing ? spacing : tick_steps.front()))
+          fail(ErrorCategory::format,
+               "'{}': frame {} (byte {}) has time tag {}, {} ticks after the previous spectrum "
+               "(expected {}: frames out of order or spectra missing)",
+               path, k.index, at, k.time_tag, dt, spacing ? spacing : tick_steps.front());
+      }
+      steps.push_back({k.time_tag, {}});
+    }
+    if (!steps.back().blocks.emplace(k.first_chan, k.index).second)
+      fail(ErrorCategory::format,
+           "'{}': frame {} (byte {}) repeats channel block {} of the spectrum at time tag {}", path,
+           k.index, at, k.first_chan, k.time_tag);
+  }
+  // Only a format that allows several spacings (TBX) has to see one to know its channel width.
+  info_.channel_width_assumed = spacing == 0 && tick_steps.size() > 1;
+  info_.ticks_per_spectrum = spacing ? spacing : tick_steps.front();
+  info_.channel_width_hz = kLwaClockHz / static_cast<double>(info_.ticks_per_spectrum);
 
   // The channel blocks: every block any spectrum holds. Blocks must not overlap.
   std::map<int, int> all;
   for (const auto& s : steps)
     for (const auto& [fc, idx] : s.blocks)
       all.emplace(fc, 0);
-  int prev = -kTbfChannelsPerFrame;
+  int prev = -per_frame;
+  bool first_block = true;
   for (const auto& [fc, unused] : all) {
-    if (fc < prev + kTbfChannelsPerFrame)
+    if (!first_block && fc < prev + per_frame)
       fail(ErrorCategory::format, "'{}': channel blocks starting at {} and {} overlap", path, prev,
            fc);
+    first_block = false;
     prev = fc;
     block_first_chan_.push_back(fc);
   }
@@ -219,7 +229,7 @@ TbfReader::TbfReader(const std::string& path) {
       fail(ErrorCategory::format,
            "'{}': the spectrum at time tag {} holds {} of the file's {} channel blocks", path,
            steps[s].time_tag, steps[s].blocks.size(), nblock);
-  if (s1 <= s0) fail(ErrorCategory::format, "'{}' holds no complete TBF spectrum", path);
+  if (s1 <= s0) fail(ErrorCategory::format, "'{}' holds no complete {} spectrum", path, fmt_name);
 
   info_.ntime = static_cast<std::int64_t>(s1 - s0);
   for (std::size_t s = s0; s < s1; ++s) {
@@ -228,11 +238,12 @@ TbfReader::TbfReader(const std::string& path) {
       block_frame_.push_back(steps[s].blocks.at(fc));
   }
   for (int fc : block_first_chan_)
-    for (int k = 0; k < kTbfChannelsPerFrame; ++k)
+    for (int k = 0; k < per_frame; ++k)
       info_.channels.push_back(fc + k);
 }
 
-void TbfReader::read(std::int64_t t0, std::int64_t nt, int c0, int nc, std::uint8_t* out) const {
+void LwaVoltageFile::read(std::int64_t t0, std::int64_t nt, int c0, int nc,
+                          std::uint8_t* out) const {
   const auto& in = info_;
   if (t0 < 0 || nt < 0 || t0 + nt > in.ntime)
     fail(ErrorCategory::invalid_argument, "spectra [{}, {}) are outside '{}' (0 .. {})", t0,
@@ -242,22 +253,22 @@ void TbfReader::read(std::int64_t t0, std::int64_t nt, int c0, int nc, std::uint
          c0 + nc, in.path, in.nchan());
   if (nt == 0 || nc == 0) return;
   File f = open_read(in.path);
-  const std::int64_t frame_bytes = tbf_frame_bytes(in.nstand);
   const std::int64_t row = std::int64_t{in.nstand} * 2;  // bytes of one channel of one frame
+  const int per_frame = in.channels_per_frame;
   const std::size_t nblock = block_first_chan_.size();
-  const int b0 = c0 / kTbfChannelsPerFrame, b1 = (c0 + nc - 1) / kTbfChannelsPerFrame;
-  std::vector<std::uint8_t> frame(static_cast<std::size_t>(frame_bytes));
+  const int b0 = c0 / per_frame, b1 = (c0 + nc - 1) / per_frame;
+  std::vector<std::uint8_t> frame(static_cast<std::size_t>(in.frame_bytes));
   for (std::int64_t t = 0; t < nt; ++t) {
     for (int b = b0; b <= b1; ++b) {
       const std::int64_t idx = block_frame_[static_cast<std::size_t>(t0 + t) * nblock + b];
-      if (std::fseek(f.get(), static_cast<long>(idx * frame_bytes), SEEK_SET) != 0 ||
+      if (std::fseek(f.get(), static_cast<long>(idx * in.frame_bytes), SEEK_SET) != 0 ||
           std::fread(frame.data(), 1, frame.size(), f.get()) != frame.size())
         fail(ErrorCategory::io, "cannot read frame {} of '{}': {}", idx, in.path,
              std::strerror(errno));
-      for (int k = 0; k < kTbfChannelsPerFrame; ++k) {
-        const int c = b * kTbfChannelsPerFrame + k;  // index into info().channels
+      for (int k = 0; k < per_frame; ++k) {
+        const int c = b * per_frame + k;  // index into info().channels
         if (c < c0 || c >= c0 + nc) continue;
-        std::memcpy(out + ((c - c0) * nt + t) * row, frame.data() + kTbfHeaderBytes + k * row,
+        std::memcpy(out + ((c - c0) * nt + t) * row, frame.data() + in.header_bytes + k * row,
                     static_cast<std::size_t>(row));
       }
     }

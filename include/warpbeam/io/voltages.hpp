@@ -1,7 +1,7 @@
 #pragma once
 // Channelised voltage files, whatever their format, as the beamformer reads them: a stream of
-// blocks in the canonical layout [chan][time][antenna][pol]. Two formats: GUPPI raw
-// (io/guppi.hpp) and LWA TBF frames (io/lwa.hpp; antennas = TBF stands, two pols).
+// blocks in the canonical layout [chan][time][antenna][pol]. Formats: GUPPI raw (io/guppi.hpp)
+// and LWA TBF and TBX frames (io/lwa.hpp; antennas = the frames' stands, two pols).
 
 #include <cstdint>
 #include <memory>
@@ -15,7 +15,7 @@ namespace warpbeam::io {
 
 /// What a consumer of voltages needs to know about a recording.
 struct VoltageStreamInfo {
-  std::string format;  ///< "guppi" or "lwa-tbf"
+  std::string format;  ///< "guppi", "lwa-tbf" or "lwa-tbx"
   int nchans = 0;      ///< channels per antenna
   int nantennas = 0;
   int npol = 1;
@@ -52,17 +52,18 @@ class VoltageReader {
 FilterbankHeader beam_header(const VoltageStreamInfo& info, int integration, int nbeams);
 
 /// Opens `path`, recognising the format from its first bytes (GUPPI raw: 80-character header
-/// cards; LWA TBF: the sync word 0xDEC0DE5C). Throws Error(io) when it cannot be read,
+/// cards; LWA TBF or TBX: the sync word 0xDEC0DE5C). Throws Error(io) when it cannot be read,
 /// Error(format) when no reader recognises it.
 std::unique_ptr<VoltageReader> open_voltage_file(const std::string& path);
 
-/// Opens an LWA TBF file (io/lwa.hpp's TbfReader) as a voltage stream: ci4, npol 2, nantennas =
-/// the TBF stands (payload order; the SSMIF maps them to stands), the file's channels (fch1 =
-/// first channel x 25 kHz, foff 25 kHz; they must be contiguous, else Error(unsupported)), tsamp
-/// 40 us, mjd_start from the first time tag. Blocks of `block_samples` spectra (0: min(ntime,
-/// 1024)); spectra after the last whole block are dropped with a warning, as is a trailing
-/// partial frame (TbfReader). Throws as TbfReader, and invalid_argument for block_samples < 0.
-std::unique_ptr<VoltageReader> open_tbf_voltages(const std::string& path,
+/// Opens an LWA TBF or TBX file (io/lwa.hpp's open_lwa_voltage_file) as a voltage stream: ci4,
+/// npol 2, nantennas = the frames' stands (payload order; the SSMIF maps them to stands), the
+/// file's channels (fch1 = first channel x fC, foff = fC: 25 kHz for TBF, NDP's fS / 8192 for
+/// TBX; they must be contiguous, else Error(unsupported)), tsamp = 1 / fC (40 us for TBF),
+/// mjd_start from the first time tag. Blocks of `block_samples` spectra (0: min(ntime, 1024));
+/// spectra after the last whole block are dropped with a warning, as is a trailing partial
+/// frame. Throws as TbfReader / TbxReader, and invalid_argument for block_samples < 0.
+std::unique_ptr<VoltageReader> open_lwa_voltages(const std::string& path,
                                                  std::int64_t block_samples = 0);
 
 }  // namespace warpbeam::io
