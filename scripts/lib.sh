@@ -10,6 +10,11 @@ WB_APT_PACKAGES=(cmake ninja-build g++ pkg-config git file python3 python3-pip
   clang-format)
 # The beamformer's tracking (RA, Dec) beams: ERFA for ICRS -> observed coordinates.
 WB_APT_PACKAGES+=(liberfa-dev)
+# The .mat reader's structure check inflates compressed elements (zlib, also matio's).
+WB_APT_PACKAGES+=(zlib1g-dev)
+# The sanitized build and the fuzz targets (scripts/test, scripts/fuzz): clang with its ASan,
+# UBSan and libFuzzer runtimes and its OpenMP.
+WB_APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
 # Candidate plots (PNG): PLplot and its cairo driver (pngcairo).
 WB_APT_PACKAGES+=(libplplot-dev plplot-driver-cairo)
 # Live streams: cpp-httplib (the status page), libdivide and Boost (spead2, built from its PyPI
@@ -69,4 +74,20 @@ wb_build() {
   cmake --build --preset "$preset" -j "$(nproc)"
   WB_BUILD_DIR=$WB_ROOT/$( [ "$preset" = cuda ] && echo build-cuda || echo build )
   export WB_BUILD_DIR
+}
+
+# The `sanitize` preset (clang, ASan + UBSan, libFuzzer targets) into build-sanitize/.
+wb_build_sanitize() {
+  cd "$WB_ROOT"
+  wb_log "configuring (preset sanitize)"
+  cmake --preset sanitize >/dev/null
+  # Only what CI runs sanitized: the CLI, the safety tests (the output rule, the readers' limits,
+  # the search-result checks) and the fuzz targets, not every test binary (CI's time budget).
+  local targets=(warpbeam_cli test_safety)
+  local t
+  for t in sigproc psrfits guppi tbf ssmif mat uff cand beam_list grid channel_list; do
+    targets+=("fuzz_$t")
+  done
+  wb_log "building the sanitized CLI, safety tests and fuzz targets with $(nproc) jobs"
+  cmake --build --preset sanitize -j "$(nproc)" --target "${targets[@]}"
 }

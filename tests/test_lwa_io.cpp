@@ -192,8 +192,12 @@ TEST(LwaTbf, BadInputsGiveClearErrors) {
   });
   EXPECT_NE(error_of([&] { TbfReader r(bad); }, ErrorCategory::format).find("repeats"),
             std::string::npos);
-  // Not TBF (id byte).
+  // Not TBF (id byte): a first frame of another LWA kind (2: COR) is named and unsupported;
+  // a later frame of another id is a broken file.
   bad = mutate("id.tbf", [&](auto& b) { b[4] = 2; });
+  EXPECT_NE(error_of([&] { TbfReader r(bad); }, ErrorCategory::unsupported).find("COR"),
+            std::string::npos);
+  bad = mutate("id1.tbf", [&](auto& b) { b[fb + 4] = 2; });
   EXPECT_NE(error_of([&] { TbfReader r(bad); }, ErrorCategory::format).find("id"),
             std::string::npos);
   // Empty and missing files.

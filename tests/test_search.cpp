@@ -223,8 +223,9 @@ TEST(SearchBoxcar, GaussianNoiseHasUnitRmsAtEveryWidth) {
   }
   for (const auto* x : {&white, &red}) {
     // Stages 1-3 as the plan runs them.
-    std::vector<float> b(n), r(n), scratch(n);
-    running_median_baseline(x->data(), n, baseline_levels(15625, n), b.data(), scratch.data());
+    std::vector<float> b(n), r(n), scratch(2 * n), masked(n);
+    search_baseline(x->data(), n, baseline_levels(15625, n), b.data(), masked.data(),
+                    scratch.data());
     for (std::int64_t t = 0; t < n; ++t)
       r[t] = (*x)[t] - b[t];
     const double sigma = robust_rms(r.data(), n, 0.0f, scratch.data());

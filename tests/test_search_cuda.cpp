@@ -174,9 +174,11 @@ TEST(SearchStagesGpu, BaselineMatchesTheCpu) {
     const SearchConfig c = stage_config(ndm, n, window);
     const auto x = random_plane(ndm, n, static_cast<std::uint32_t>(n));
     const int levels = baseline_levels(c.baseline_window(), n);
-    std::vector<float> ref(x.size()), scratch(static_cast<std::size_t>(n));
-    for (std::int64_t d = 0; d < ndm; ++d)
-      running_median_baseline(x.data() + d * n, n, levels, ref.data() + d * n, scratch.data());
+    std::vector<float> ref(x.size()), scratch(2 * static_cast<std::size_t>(n) + 8),
+        masked(static_cast<std::size_t>(n));
+    for (std::int64_t d = 0; d < ndm; ++d)  // stage 1 with its masked passes
+      search_baseline(x.data() + d * n, n, levels, ref.data() + d * n, masked.data(),
+                      scratch.data());
     DevicePlane plane(x);
     CudaPlaneSearcher s(n, 3);  // batches of 3: rows 0-2, 3-5, 6
     DeviceArray<float> out(x.size());
@@ -205,9 +207,10 @@ TEST(SearchStagesGpu, RobustRmsMatchesTheCpu) {
     }
     const int levels = baseline_levels(c.baseline_window(), n);
     std::vector<double> ref(static_cast<std::size_t>(ndm));
-    std::vector<float> b(static_cast<std::size_t>(n)), r(b.size()), scratch(2 * b.size() + 8);
+    std::vector<float> b(static_cast<std::size_t>(n)), r(b.size()), scratch(2 * b.size() + 8),
+        masked(b.size());
     for (std::int64_t d = 0; d < ndm; ++d) {
-      running_median_baseline(x.data() + d * n, n, levels, b.data(), scratch.data());
+      search_baseline(x.data() + d * n, n, levels, b.data(), masked.data(), scratch.data());
       for (std::int64_t t = 0; t < n; ++t)
         r[t] = x[d * n + t] - b[t];
       ref[d] = robust_rms(r.data(), n, 0.0f, scratch.data());
@@ -237,7 +240,7 @@ TEST(SearchStagesGpu, NormalisedBoxcarsMatchTheCpu) {
     CudaPlaneSearcher s(n, 4);
     DeviceArray<float> out(x.size());
     std::vector<float> b(static_cast<std::size_t>(n)), r(b.size()), scratch(2 * b.size() + 8),
-        snr(b.size());
+        snr(b.size()), masked(b.size());
     std::vector<double> prefix(b.size() + 1);
     for (int w = 1; w <= widest_boxcar(c, n, 0); w *= 2) {
       SCOPED_TRACE("n " + std::to_string(n) + ", width " + std::to_string(w));
@@ -246,7 +249,7 @@ TEST(SearchStagesGpu, NormalisedBoxcarsMatchTheCpu) {
       s.test_snr(c, plane.d.data(), 0, static_cast<int>(ndm), w, out.data(), rho);
       const auto got = to_host(out);
       for (std::int64_t d = 0; d < ndm; ++d) {
-        running_median_baseline(x.data() + d * n, n, levels, b.data(), scratch.data());
+        search_baseline(x.data() + d * n, n, levels, b.data(), masked.data(), scratch.data());
         prefix[0] = 0;
         for (std::int64_t t = 0; t < n; ++t) {
           r[t] = x[d * n + t] - b[t];

@@ -64,18 +64,24 @@ inline std::string slurp(const std::string& path) {
   return s.str();
 }
 
-/// Runs `warpbeam ARGS` (a shell-quoted string) and captures exit code, stdout and stderr.
-inline CliResult run_cli(const std::string& args) {
+/// Runs `PREFIX warpbeam ARGS` through the shell (ARGS shell-quoted; PREFIX e.g. "ulimit -v N;
+/// exec") and captures exit code, stdout and stderr.
+inline CliResult run_cli_with_prefix(const std::string& prefix, const std::string& args) {
   TempDir t;
   const std::string out = t.file("stdout"), err = t.file("stderr");
   const std::string cmd =
-      std::string("'") + WARPBEAM_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
+      prefix + " '" + WARPBEAM_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
   const int rc = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+/// Runs `warpbeam ARGS` (a shell-quoted string) and captures exit code, stdout and stderr.
+inline CliResult run_cli(const std::string& args) {
+  return run_cli_with_prefix("", args);
 }
 
 /// Uniform random floats in [lo, hi) with a fixed seed.

@@ -17,6 +17,7 @@
 #include "commands.hpp"
 #include "warpbeam/beamform.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/io/output_file.hpp"
 
 namespace warpbeam::cli {
 
@@ -80,47 +81,8 @@ inline std::string find_ssmif(const std::string& given) {
        "../shared/data is tried otherwise)");
 }
 
-/// Products that must appear together or not at all (beam-pattern's PNG, FITS and JSON): each is
-/// written to a temporary name next to its final path (temp(final)), and commit() renames them
-/// all; if a rename fails the ones already renamed are removed again. Whatever was not committed
-/// is removed by the destructor, so a failure anywhere leaves none of the products.
-class StagedOutputs {
- public:
-  StagedOutputs() = default;
-  StagedOutputs(const StagedOutputs&) = delete;
-  StagedOutputs& operator=(const StagedOutputs&) = delete;
-  ~StagedOutputs() {
-    std::error_code ec;
-    for (const auto& [tmp, dst] : files_)
-      std::filesystem::remove(tmp, ec);
-  }
-  /// The temporary path to write `final_path` to.
-  std::string temp(const std::string& final_path) {
-    const std::string tmp = final_path + ".part." + std::to_string(::getpid());
-    files_.emplace_back(tmp, final_path);
-    return tmp;
-  }
-  /// Renames every temporary file to its final path; throws Error(io) (and removes the renamed
-  /// ones) when one cannot be renamed.
-  void commit() {
-    std::vector<std::string> done;
-    for (const auto& [tmp, dst] : files_) {
-      std::error_code ec;
-      std::filesystem::rename(tmp, dst, ec);
-      if (ec) {
-        std::error_code ignore;
-        for (const auto& d : done)
-          std::filesystem::remove(d, ignore);
-        fail(ErrorCategory::io, "cannot write '{}': {}", dst, ec.message());
-      }
-      done.push_back(dst);
-    }
-    files_.clear();
-  }
-
- private:
-  std::vector<std::pair<std::string, std::string>> files_;
-};
+/// Products that must appear together or not at all: io::StagedOutputs.
+using io::StagedOutputs;
 
 /// SIGPROC's packed sexagesimal angle: hhmmss.s (hours) or ddmmss.s (degrees).
 inline double sigproc_angle(double value, bool hours) {

@@ -38,6 +38,7 @@ struct PatternOptions {
 };
 
 void run(const PatternOptions& o) {
+  io::check_outputs({o.out + ".png", o.out + ".fits", o.out + ".json"}, {o.array});
   const beamform::ArrayGeometry array = load_array(o.array, o.site);
   const beamform::Pointing pt = beamform::parse_beam_list(o.pointing).front();
   if (o.frame == "radec" && pt.frame != beamform::Frame::radec)

@@ -95,6 +95,13 @@ void run(const BeamformOptions& o) {
   if (c.nsamples % c.integration != 0)
     fail(ErrorCategory::invalid_argument, "--integrate {} must divide the {} samples of a block",
          c.integration, c.nsamples);
+  // The first block before the weights, the plan and the buffers, which are sized by the block:
+  // a header declaring more than the file holds fails here, before anything is allocated.
+  std::vector<std::uint8_t> block;
+  double mjd = info.mjd_start;
+  bool have_block = reader->read_block(block, &mjd);
+  if (!have_block)
+    fail(ErrorCategory::format, "{} holds no whole block of voltages: nothing to beamform", o.in);
   // Weights at `mjd`; with an SSMIF, each cable's delay tau is undone: a cable delays the signal
   // by tau (x e^{-2 pi i f tau}), so the weight of (stand, pol) is multiplied by e^{+2 pi i f tau}.
   auto make_weights = [&](double mjd) {
@@ -153,7 +160,6 @@ void run(const BeamformOptions& o) {
           (std::filesystem::path(o.out) / name).string(), h));
     }
 
-  std::vector<std::uint8_t> block;
   const auto out_shape = c.output_shape();
   std::vector<float> out(
       static_cast<std::size_t>(out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3]));
@@ -164,8 +170,7 @@ void run(const BeamformOptions& o) {
     d_out = DeviceArray<float>(out.size());
   }
   std::int64_t blocks = 0;
-  double mjd = info.mjd_start;
-  while (reader->read_block(block, &mjd)) {
+  for (; have_block; have_block = reader->read_block(block, &mjd)) {
     if (tracking && blocks > 0) {
       weights = make_weights(mjd);
       plan.set_weights(wview());
@@ -184,8 +189,6 @@ void run(const BeamformOptions& o) {
       writers[i]->write(out.data() + static_cast<std::int64_t>(i) * per, out_shape[2]);
     ++blocks;
   }
-  if (blocks == 0)
-    fail(ErrorCategory::format, "{} holds no whole block of voltages: nothing to beamform", o.in);
 
   nlohmann::json j = {{"provenance", provenance()},
                       {"input", o.in},

@@ -15,7 +15,10 @@ void add_bench_ceilings_command(CLI::App& app) {
       bench->add_subcommand("ceilings", "Measure the device's copy bandwidth and fp32 rates");
   auto json = std::make_shared<std::string>();
   cmd->add_option("--json", *json, "Write the record as JSON to this file");
-  cmd->callback([json] { bench::bench_ceilings(*json); });
+  cmd->callback([json] {
+    io::check_outputs({*json});  // before the work: output_file.hpp's rule
+    bench::bench_ceilings(*json);
+  });
 }
 
 void add_bench_beamform_command(CLI::App& app) {
@@ -37,7 +40,10 @@ void add_bench_beamform_command(CLI::App& app) {
   cmd->add_option("--repeats", o->repeats, "Timed repeats (default 10 on CUDA, 3 on the CPU)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
-  cmd->callback([o] { bench::bench_beamform(*o); });
+  cmd->callback([o] {
+    io::check_outputs({o->json});
+    bench::bench_beamform(*o);
+  });
 }
 
 void add_bench_das_command(CLI::App& app) {
@@ -59,7 +65,10 @@ void add_bench_das_command(CLI::App& app) {
   cmd->add_option("--batch", o->batch, "Override the batch (frames)")->check(CLI::Range(1, 4096));
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
   add_backend_option(*cmd, o->backend);
-  cmd->callback([o] { bench::bench_das(*o); });
+  cmd->callback([o] {
+    io::check_outputs({o->json});
+    bench::bench_das(*o);
+  });
 }
 
 void add_bench_epic_command(CLI::App& app) {
@@ -79,7 +88,10 @@ void add_bench_epic_command(CLI::App& app) {
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
   o->backend = "cuda";
   add_backend_option(*cmd, o->backend);
-  cmd->callback([o] { bench::bench_epic(*o); });
+  cmd->callback([o] {
+    io::check_outputs({o->json});
+    bench::bench_epic(*o);
+  });
 }
 
 void add_bench_dedisp_command(CLI::App& app) {
@@ -117,6 +129,7 @@ void add_bench_dedisp_command(CLI::App& app) {
       "CUDA: skip the end-to-end run from a file");
   cmd->add_option("--json", req->json, "Write the record as JSON to this file");
   cmd->callback([req, no_sweep] {
+    io::check_outputs({req->json});
     req->sweep = !*no_sweep;
     bench::bench_dedisp(*req);
   });
@@ -142,7 +155,10 @@ void add_bench_search_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "brute", "subband", "fdmt"}))
       ->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write the record as JSON to this file");
-  cmd->callback([o] { bench::bench_search(*o); });
+  cmd->callback([o] {
+    io::check_outputs({o->json_path});
+    bench::bench_search(*o);
+  });
 }
 
 void add_bench_search_scaling_command(CLI::App& app) {
@@ -169,7 +185,10 @@ void add_bench_search_scaling_command(CLI::App& app) {
   cmd->add_flag("--no-kernel", o->no_kernel, "Skip the dedispersion kernel part");
   cmd->add_flag("--no-search", o->no_search, "Skip the end-to-end search part");
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
-  cmd->callback([o] { bench::bench_search_scaling(*o); });
+  cmd->callback([o] {
+    io::check_outputs({o->json});
+    bench::bench_search_scaling(*o);
+  });
 }
 
 void add_bench_pipeline_command(CLI::App& app) {
@@ -202,7 +221,10 @@ void add_bench_pipeline_command(CLI::App& app) {
   cmd->add_flag("--pageable", o->pageable,
                 "CUDA: feed pageable voltage blocks (staged per device) instead of pinned ones");
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
-  cmd->callback([o] { bench::bench_pipeline(*o); });
+  cmd->callback([o] {
+    io::check_outputs({o->json});
+    bench::bench_pipeline(*o);
+  });
 }
 
 }  // namespace warpbeam::cli

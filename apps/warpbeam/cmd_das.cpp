@@ -8,7 +8,11 @@
 // default because linear interpolation of RF needs several samples per carrier period: at
 // PyMUST's fs = 1.33 fc (PWI_disk.mat) it is poor (Pearson ~0.5 against PyMUST's B-mode instead
 // of ~0.9), and the depth step must also sample the two-way carrier (dz < lambda / 4).
+#include <algorithm>
+#include <climits>
+#include <cmath>
 #include <filesystem>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -24,12 +28,21 @@ namespace warpbeam::cli {
 
 namespace {
 
+void detail_budget(std::int64_t bytes, std::int64_t budget, const std::string& what) {
+  if (bytes > budget)
+    fail(ErrorCategory::invalid_argument,
+         "{} need {:.0f} MiB, more than --memory {:.0f} MiB: a coarser --grid step or a smaller "
+         "grid (or raise --memory)",
+         what, bytes / 1048576.0, budget / 1048576.0);
+}
+
 struct DasOptions {
   std::string input, grid, out, npy, backend = "auto", algorithm = "auto", storage = "fp32";
   std::string window = "boxcar", slice, beamform = "iq";
   double fnumber = -1;  // < 0: not given (full aperture)
   bool fnumber_given = false;
-  double tukey_alpha = 0.5, dynamic_range = 30, bandwidth = -1, c = 0;
+  double tukey_alpha = 0.5, dynamic_range = 30, bandwidth = -1, c = 0, memory_mib = 2048;
+  bool c_given = false;
   int frame = 0;
 };
 
@@ -50,6 +63,22 @@ void beamform(const das::DasPlan& plan, const std::vector<T>& in,
   }
 }
 
+// NaN or infinite samples (a dead channel, a bad conversion) spread through every voxel they
+// reach: they are zeroed, counted and reported (10 NaNs in one element made 56 % of an image NaN).
+template <class T>
+std::int64_t zero_nonfinite(std::vector<T>& v) {
+  std::int64_t n = 0;
+  for (auto& x : v) {
+    bool bad;
+    if constexpr (std::is_same_v<T, float>)
+      bad = !std::isfinite(x);
+    else
+      bad = !std::isfinite(x.real()) || !std::isfinite(x.imag());
+    if (bad) x = T{}, ++n;
+  }
+  return n;
+}
+
 std::string extension(const std::string& path) {
   return std::filesystem::path(path).extension().string();
 }
@@ -60,6 +89,15 @@ void run_das(const DasOptions& o) {
   if (o.fnumber_given && !(o.fnumber > 0))
     fail(ErrorCategory::invalid_argument, "--fnumber = {} must be > 0 (omit it for full aperture)",
          o.fnumber);
+  if (o.c_given && !(o.c > 0 && o.c <= 1e5))
+    fail(ErrorCategory::invalid_argument, "--c = {} m/s must be a sound speed in (0, 1e5]", o.c);
+  if (!(o.memory_mib > 0 && o.memory_mib < 1e9))
+    fail(ErrorCategory::invalid_argument, "--memory = {} MiB must be > 0", o.memory_mib);
+  const auto budget = static_cast<std::int64_t>(o.memory_mib * (1 << 20));
+  // The grid against the budget before its voxels are listed (a 1e-6 m step over 20 x 30 mm
+  // grew to 15 GB and was killed; 1e-9 ended in a bare std::bad_alloc).
+  detail_budget(grid.size() * static_cast<std::int64_t>(sizeof(das::Vec3) + 16), budget,
+                fmt::format("the grid's {} voxels", grid.size()));
   if (!(o.dynamic_range > 0))
     fail(ErrorCategory::invalid_argument, "--dynamic-range = {} dB must be > 0", o.dynamic_range);
   const std::string ext = extension(o.out);
@@ -67,10 +105,8 @@ void run_das(const DasOptions& o) {
     fail(ErrorCategory::invalid_argument, "--out {}: expected .png, .npy, .h5 or .hdf5", o.out);
   if (!o.npy.empty() && extension(o.npy) != ".npy")
     fail(ErrorCategory::invalid_argument, "--npy {}: expected a .npy file", o.npy);
-  // The products' folders must exist before the beamforming (a product written and a second one
-  // failing would leave a partial set).
-  for (const std::string* out : {&o.out, &o.npy})
-    require_parent_folder(*out);
+  // The products must be writable and must not be the input, before the beamforming.
+  io::check_outputs({o.out, o.npy, o.out + ".json"}, {o.input});
   das::SliceAxis axis = das::SliceAxis::y;
   std::int64_t slice_index = -1;
   if (!o.slice.empty()) {
@@ -88,9 +124,26 @@ void run_das(const DasOptions& o) {
   c.window = das::parse_window(o.window);
   c.tukey_alpha = o.tukey_alpha;
   if (o.fnumber_given) c.fnumber = o.fnumber;
-  c.voxels = grid.voxels();
 
-  const io::UltrasoundData d = io::read_ultrasound(o.input);
+  io::UltrasoundData d = io::read_ultrasound(o.input);
+  const std::int64_t nonfinite = zero_nonfinite(d.rf) + zero_nonfinite(d.iq);
+  if (nonfinite > 0)
+    warnf(
+        "das: {} holds {} NaN or infinite samples: they are set to 0 (see the JSON's "
+        "nonfinite_samples_zeroed)",
+        o.input, nonfinite);
+  // The products and the plan's tables for this file: voxels and transmit delays (doubles),
+  // output, envelope and image per frame.
+  {
+    const std::int64_t ntx = std::max<std::int64_t>(1, d.ntx),
+                       batch = std::max<std::int64_t>(1, d.batch);
+    const double per_voxel = static_cast<double>(sizeof(das::Vec3)) + 8.0 * ntx + 24.0 * batch;
+    const double bytes = per_voxel * static_cast<double>(grid.size());
+    detail_budget(
+        bytes < 9e18 ? static_cast<std::int64_t>(bytes) : INT64_MAX, budget,
+        fmt::format("imaging {} frames of {} transmits on {} voxels", batch, ntx, grid.size()));
+  }
+  c.voxels = grid.voxels();
   if (o.frame < 0 || o.frame >= d.batch)
     fail(ErrorCategory::invalid_argument, "--frame {} is outside [0, {}]", o.frame, d.batch - 1);
   const bool rf_mode = o.beamform == "rf";
@@ -103,7 +156,7 @@ void run_das(const DasOptions& o) {
   c.fs = d.fs;
   c.fc = d.fc;
   c.t0 = d.t0;
-  c.c = o.c > 0 ? o.c : d.c;
+  c.c = o.c_given ? o.c : d.c;
   c.probe = d.probe;
   c.transmits = d.transmits;
   std::vector<std::complex<float>> iq;
@@ -132,6 +185,20 @@ void run_das(const DasOptions& o) {
     beamform(plan, d.rf, out);
   else
     beamform(plan, iq, out);
+  // An image of zeros means no element took part (an f-number so large that the receive aperture,
+  // depth / f-number wide, holds no element): an error, not a black PNG.
+  const std::int64_t zero_voxels = std::count(out.begin(), out.end(), std::complex<float>{});
+  if (zero_voxels == static_cast<std::int64_t>(out.size()))
+    fail(ErrorCategory::invalid_argument,
+         "every voxel is 0: {}no channel data reach the grid (check --grid against the probe "
+         "and the recorded depths)",
+         o.fnumber_given ? fmt::format("with --fnumber {} the receive aperture (depth / f-number "
+                                       "wide) holds no element, or ",
+                                       o.fnumber)
+                         : "");
+  if (zero_voxels > 0 && o.fnumber_given)
+    warnf("das: {} of {} voxels are 0 (no element in their receive aperture at --fnumber {})",
+          zero_voxels, out.size(), o.fnumber);
   const auto shape = grid.shape();
   std::vector<float> env;
   if (rf_mode) {
@@ -160,7 +227,10 @@ void run_das(const DasOptions& o) {
       {"algorithm", std::string(das::to_string(plan.algorithm()))},
       {"storage", o.storage},
       {"sound_speed", c.c},
+      {"nonfinite_samples_zeroed", nonfinite},
+      {"zero_voxels", zero_voxels},
       {"provenance", provenance()}};
+  io::StagedOutputs staged;  // the product, --npy and the JSON: all or none
   if (ext == ".png") {
     const auto levels = das::bmode_levels(env, o.dynamic_range);  // max over all frames
     const std::int64_t per = shape[0] * shape[1] * shape[2];
@@ -175,11 +245,12 @@ void run_das(const DasOptions& o) {
                        {"index", slice_index}};
     }
     meta["frame"] = o.frame;
-    io::write_png(o.out, frame.data(), static_cast<int>(rows), static_cast<int>(cols), 0.f, 255.f);
+    io::write_png(staged.temp(o.out), frame.data(), static_cast<int>(rows), static_cast<int>(cols),
+                  0.f, 255.f);
   } else if (ext == ".npy") {
-    io::write_npy(o.out, env.data(), vshape);
+    io::write_npy(staged.temp(o.out), env.data(), vshape);
   } else {
-    io::write_hdf5_volume(o.out, "envelope", env.data(), vshape,
+    io::write_hdf5_volume(staged.temp(o.out), "envelope", env.data(), vshape,
                           {{"x_start", grid.x.start},
                            {"x_step", grid.x.step},
                            {"y_start", grid.y.start},
@@ -188,8 +259,9 @@ void run_das(const DasOptions& o) {
                            {"z_step", grid.z.step}},
                           meta);
   }
-  if (!o.npy.empty()) io::write_npy(o.npy, env.data(), vshape);
-  io::write_text_file(o.out + ".json", meta.dump(2) + "\n");
+  if (!o.npy.empty()) io::write_npy(staged.temp(o.npy), env.data(), vshape);
+  io::write_text_file(staged.temp(o.out + ".json"), meta.dump(2) + "\n");
+  staged.commit();
   fmt::print("das: {} frames x {} voxels x {} rx x {} tx ({} {}) -> {}\n", c.batch, c.nvoxels(),
              c.nrx(), c.ntx(), to_string(plan.backend()), das::to_string(plan.algorithm()), o.out);
 }
@@ -227,7 +299,12 @@ void add_das_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--bandwidth", o->bandwidth,
                   "Fractional bandwidth for the RF -> IQ low-pass (default: from the file)");
-  cmd->add_option("--c", o->c, "Sound speed override (m/s)");
+  cmd->add_option("--c", o->c, "Sound speed override (m/s, > 0)")->each([o](const std::string&) {
+    o->c_given = true;
+  });
+  cmd->add_option("--memory", o->memory_mib,
+                  "Memory budget for the grid, the delay tables and the products (MiB)")
+      ->capture_default_str();
   cmd->add_option("--frame", o->frame, "Frame shown in the PNG")->capture_default_str();
   cmd->add_option("--slice", o->slice, "Slice of a volume for the PNG: x:I, y:I or z:I");
   add_backend_option(*cmd, o->backend);

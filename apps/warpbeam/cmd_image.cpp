@@ -382,7 +382,7 @@ void run_image_listen(const ImageOptions& o) {
   for (int c = 0; c < sc.nchan; ++c)
     src.channels.push_back(sc.first_chan + c);
   const auto [c0, c1] = parse_channels(o.channels, sc.nchan);
-  require_parent_folder(o.json);
+  io::check_outputs({o.json}, {k.ssmif_path});  // before the work: output_file.hpp's rule
   Imager imager(o, k, src, c0, c1);
   OutputFolder folder(o.out);
 

@@ -82,8 +82,9 @@ void run_info(const std::string& path, double dm) {
   fmt::print("band            {:.6f} - {:.6f} MHz ({:.6f} MHz)\n", fmin, fmax, h.bandwidth_mhz());
   fmt::print("data rate       {:.3f} MB/s\n",
              static_cast<double>(h.bytes_per_sample()) / h.tsamp / 1e6);
-  fmt::print("max delay       {:.6f} s ({} samples) at DM {}\n", delay,
-             static_cast<long long>(std::llround(delay / h.tsamp)), dm);
+  // As a double: delay / tsamp can exceed int64 for a hostile header (llround was undefined).
+  fmt::print("max delay       {:.6f} s ({:.0f} samples) at DM {}\n", delay,
+             std::round(delay / h.tsamp), dm);
 }
 }  // namespace
 

@@ -109,8 +109,16 @@ void run_listen(PipelineOptions& o) {
   if (!stream::spead_supported())
     fail(ErrorCategory::unsupported,
          "this build has no spead2: --listen spead:// is unavailable (scripts/build-spead2)");
-  require_parent_folder(o.json);
+  io::check_outputs({o.json}, {o.beams_file, o.array});  // output_file.hpp's rule
   OutputFolder folder(o.out);
+  {
+    const auto in_out = [&](const char* name) {
+      return (std::filesystem::path(o.out) / name).string();
+    };
+    io::check_outputs(
+        {in_out("candidates.cand"), in_out("candidates.json"), in_out("pipeline.json"), o.json},
+        {o.beams_file, o.array});
+  }
 
   stream::StreamCounters counters;
   stream::StopOnSignals signals;
@@ -216,8 +224,16 @@ void run(PipelineOptions& o, const dist::Comm& comm) {
     backend = parse_backend(o.backend);
     // The products' folders, now rather than after a long run: --json's must exist; --out is
     // made (or found) by rank 0, and removed again if the run fails.
-    require_parent_folder(o.json);
-    if (comm.is_root()) folder.emplace(o.out);
+    io::check_outputs({o.json}, {o.in, o.beams_file, o.array});
+    if (comm.is_root()) {
+      folder.emplace(o.out);
+      const auto in_out = [&](const char* name) {
+        return (std::filesystem::path(o.out) / name).string();
+      };
+      io::check_outputs(
+          {in_out("candidates.cand"), in_out("candidates.json"), in_out("pipeline.json"), o.json},
+          {o.in, o.beams_file, o.array});
+    }
     reader = std::make_unique<io::GuppiReader>(o.in);  // GUPPI raw (it needs the block count)
   } catch (...) {
     error = std::current_exception();

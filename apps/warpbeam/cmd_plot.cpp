@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/candidate_cutout.hpp"
+#include "warpbeam/io/output_file.hpp"
 
 namespace warpbeam::cli {
 
@@ -19,7 +20,7 @@ void run_plot(const std::string& in, std::string out) {
   if (!io::candidate_plot_supported())
     fail(ErrorCategory::unsupported,
          "this build has no PLplot with its pngcairo driver: `warpbeam plot` draws nothing");
-  require_parent_folder(out);
+  io::check_outputs({out}, {in});  // before the work (io/output_file.hpp)
   const io::CandidateCutout c = io::read_candidate_h5(in);
   io::write_candidate_png(out, c);
   fmt::print("{} -> {}\n", in, out);

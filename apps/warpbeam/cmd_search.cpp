@@ -17,6 +17,7 @@
 #include "warpbeam/io/candidate_cutout.hpp"
 #include "warpbeam/io/candidates.hpp"
 #include "warpbeam/io/filterbank_source.hpp"
+#include "warpbeam/io/output_file.hpp"
 #include "warpbeam/search.hpp"
 
 namespace warpbeam::cli {
@@ -114,6 +115,14 @@ void print_file(const dist::FileReport& f, const search::FileSearchConfig& c,
   if (r.files.size() == 1)
     fmt::print(" in {:.2f} s ({:.2f}x real time)", r.seconds, searched * h.tsamp / r.seconds);
   fmt::print("\n");
+  // Every channel RFI cleaning zapped, by reason (a NaN or Inf sample zaps its channel as dead).
+  const auto& z = run.at("zapped_channels");
+  const auto nz = [&](const char* k) { return z.at(k).size(); };
+  if (nz("mask") + nz("dead_or_nonfinite") + nz("outlier") > 0)
+    fmt::print(
+        "zapped channels (in at least one gulp): {} by --zap-chans, {} dead or non-finite "
+        "(NaN/Inf), {} outliers; {} kept at least (list in --json: zapped_channels)\n",
+        nz("mask"), nz("dead_or_nonfinite"), nz("outlier"), run.at("min_channels_kept").get<int>());
   if (widest < c.boxcar_max)
     fmt::print("(boxcars wider than {} need a longer --baseline or more data: see --help)\n",
                widest);
@@ -150,14 +159,16 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
       fail(ErrorCategory::invalid_argument,
            "--device {} and --gpus {}: give one (--gpus lists the devices sharing the work)",
            o.run.device, o.gpus);
-    // The products' folders must exist: fail now, not after a long search.
-    for (const std::string* out : {&o.output, &o.json})
-      require_parent_folder(*out);
+    // The products must be writable, and must not be an input: fail now, not after a long search.
+    io::check_outputs({o.output, o.json}, o.paths);
     if (!o.candidates_dir.empty()) {
       if (!io::candidate_h5_supported())
         fail(ErrorCategory::unsupported, "--candidates-dir: this build has no HDF5");
-      require_parent_folder(o.candidates_dir);
       std::error_code ec;
+      const auto parent = std::filesystem::absolute(o.candidates_dir).parent_path();
+      if (!std::filesystem::is_directory(parent, ec))
+        fail(ErrorCategory::io, "--candidates-dir '{}': folder '{}' does not exist",
+             o.candidates_dir, parent.string());
       if (std::filesystem::exists(o.candidates_dir, ec) &&
           !std::filesystem::is_directory(o.candidates_dir, ec))
         fail(ErrorCategory::io, "--candidates-dir '{}' is a file, not a folder", o.candidates_dir);
@@ -177,9 +188,12 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
   const bool beam_column = o.beam_column || o.paths.size() > 1;
 
   // Rank 0 writes the products; every rank learns whether that worked.
+  // The .cand, the JSON and the candidate products appear together or not at all (and a failure
+  // removes neither a file that was there before nor anything but what the command wrote).
   std::vector<std::string> products;
   if (comm.is_root()) {
     try {
+      io::StagedOutputs staged;
       if (!o.candidates_dir.empty()) {
         // The folder is made now (and removed again if the products fail).
         OutputFolder folder(o.candidates_dir);
@@ -194,20 +208,21 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
             o, chosen(r.candidates, o.candidates_snr, o.candidates_max), zap);
         folder.keep();
       }
-      if (!o.output.empty()) io::write_cand(o.output, r.candidates, beam_column);
+      if (!o.output.empty()) io::write_cand(staged.temp(o.output), r.candidates, beam_column);
       if (!o.json.empty()) {
         const auto& f = r.files.front();
         nlohmann::json params = c.to_json();
         params.update(o.run.to_json());  // one flat object, as every product records it
         params["run"] = f.pieces.size() == 1 ? f.pieces.front().run : nlohmann::json(nullptr);
         if (r.workers > 1) params["distributed"] = r.to_json();
-        io::write_candidates_json(o.json, r.candidates, f.header, f.path, params, f.dms);
+        io::write_candidates_json(staged.temp(o.json), r.candidates, f.header, f.path, params,
+                                  f.dms);
       }
+      staged.commit();
     } catch (...) {
       error = std::current_exception();
-      // The .cand, the JSON and the candidate products appear together or not at all.
+      // The candidate products this command wrote go with the .cand and JSON that failed.
       std::error_code ec;
-      if (!o.output.empty()) std::filesystem::remove(o.output, ec);
       for (const auto& f : products)
         std::filesystem::remove(f, ec);
     }
@@ -224,7 +239,10 @@ void run_search(SearchOptions& o, const dist::Comm& comm) {
   if (!o.candidates_dir.empty())
     fmt::print("{} candidate file(s) (S/N >= {}, at most {}) in {}\n", products.size(),
                o.candidates_snr, o.candidates_max, o.candidates_dir);
-  print_candidates(r.candidates, r.files.front().header.tsamp, o.top);
+  std::vector<double> tsamps;  // beam b is file b: each candidate's width in its own file's tsamp
+  for (const auto& f : r.files)
+    tsamps.push_back(f.header.tsamp);
+  print_candidates(r.candidates, tsamps, o.top);
 }
 
 }  // namespace

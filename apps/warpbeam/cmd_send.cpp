@@ -21,7 +21,7 @@ void run_send(SendOptions& o, bool tbf) {
   auto& c = o.config;
   c.to = stream::parse_endpoint(o.to, tbf ? "udp" : "spead", "the destination");
   c.validate();
-  require_parent_folder(o.json);
+  io::check_outputs({o.json}, {o.in});  // before the work: output_file.hpp's rule
   const stream::SendRecord r = tbf ? stream::send_tbf(o.in, c) : stream::send_voltages(o.in, c);
   fmt::print(stderr,
              "warpbeam send: {} packets of '{}' to {}: {} sent ({} dropped, {} reordered, {} "

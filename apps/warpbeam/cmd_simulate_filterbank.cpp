@@ -61,6 +61,7 @@ void add_simulate_filterbank_command(CLI::App& app) {
         c->bursts.push_back(x);
       }
     }
+    io::check_outputs({*path, *path + ".json"});  // before the work: output_file.hpp's rule
     const auto j = sim::simulate_filterbank(*c, *path);
     fmt::print("wrote {} ({} channels, {} samples of {} us, {} bits) and {}.json\n", *path,
                c->nchans, c->nsamples(), *tsamp_us, c->nbits, *path);

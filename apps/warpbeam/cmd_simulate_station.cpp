@@ -32,8 +32,8 @@ struct StationOptions {
 };
 
 // "l,m,flux" or "l,m,flux,q,u,v".
-sim::SkySource parse_source(const std::string& s) {
-  sim::SkySource src;
+sim::StationSource parse_source(const std::string& s) {
+  sim::StationSource src;
   double v[6] = {0, 0, 1, 0, 0, 0};
   int n = 0;
   std::size_t at = 0;
@@ -63,6 +63,7 @@ sim::SkySource parse_source(const std::string& s) {
 }
 
 void run_station(const StationOptions& o) {
+  io::check_outputs({o.out, o.out + ".json"});  // before the work: output_file.hpp's rule
   if (o.nchan % io::kTbfChannelsPerFrame)
     fail(ErrorCategory::invalid_argument, "--nchan {} is not a multiple of {} (TBF frames)",
          o.nchan, io::kTbfChannelsPerFrame);

@@ -58,6 +58,7 @@ std::vector<das::Vec3> points(const std::string& s, const char* what) {
 }
 
 void run_simulate(const SimOptions& o) {
+  io::check_outputs({o.out});  // before the work: output_file.hpp's rule
   const std::string ext = std::filesystem::path(o.out).extension().string();
   if (ext != ".mat" && ext != ".uff")
     fail(ErrorCategory::invalid_argument, "--out {}: expected .mat or .uff", o.out);

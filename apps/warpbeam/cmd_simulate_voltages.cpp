@@ -53,6 +53,7 @@ sim::Pulsar parse_pulsar(const std::string& s) {
 }
 
 void run(const SimOptions& o) {
+  io::check_outputs({o.out, o.out + ".json"});  // before the work: output_file.hpp's rule
   sim::VoltageSimConfig c;
   c.array = load_array(o.array, o.site);
   c.npol = o.npol;

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "warpbeam/core.hpp"
+#include "warpbeam/io/output_file.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -23,16 +24,6 @@ inline std::filesystem::path parent_folder(const std::string& path) {
   std::filesystem::path p = std::filesystem::path(path).lexically_normal();
   if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
   return p.parent_path();
-}
-
-/// A product `path` (a file) can be written only into an existing folder: checked before a long
-/// run rather than after it. No-op for an empty path. Throws Error(io) naming both.
-inline void require_parent_folder(const std::string& path) {
-  if (path.empty()) return;
-  const auto dir = parent_folder(path);
-  if (!dir.empty() && !std::filesystem::is_directory(dir))
-    throw Error(ErrorCategory::io,
-                "cannot write '" + path + "': the folder '" + dir.string() + "' does not exist");
 }
 
 class OutputFolder {

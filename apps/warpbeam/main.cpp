@@ -1,8 +1,12 @@
 // warpbeam: the command-line interface. Each subcommand lives in its own cmd_*.cpp file.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.hpp"
 #include "warpbeam/core.hpp"
@@ -17,6 +21,42 @@ int usage_error(const std::string& msg) {
   fmt::print(stderr, "warpbeam: error: {}\n", msg);
   fmt::print(stderr, "Run with --help for more information.\n");
   return 2;
+}
+
+// Levenshtein distance, for "did you mean".
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// A word where a subcommand of `app` belongs that names none: "" when `word` is one (or an
+// option), else the error naming it and the nearest command. CLI11 said "A subcommand is
+// required" for a mistyped one.
+std::string unknown_subcommand(CLI::App& app, const std::string& word) {
+  if (word.empty() || word[0] == '-') return "";
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  if (std::find(names.begin(), names.end(), word) != names.end()) return "";
+  std::string best;
+  std::size_t best_d = 3;  // suggest only close names
+  for (const auto& n : names)
+    if (const std::size_t d = edit_distance(word, n); d < best_d) best = n, best_d = d;
+  std::string path = app.get_parent() ? app.get_name() + " " : "";
+  return fmt::format("'{}{}' is not a warpbeam command{} (commands: {})", path, word,
+                     best.empty() ? "" : fmt::format("; did you mean '{}{}'?", path, best),
+                     fmt::join(names, ", "));
 }
 
 }  // namespace
@@ -58,6 +98,14 @@ int main(int argc, char** argv) {
   add_bench_pipeline_command(app);
   add_send_command(app);
 
+  // A mistyped command is named (also under simulate and bench).
+  if (argc > 1) {
+    std::string msg = unknown_subcommand(app, argv[1]);
+    if (msg.empty() && argc > 2 &&
+        (std::string(argv[1]) == "simulate" || std::string(argv[1]) == "bench"))
+      msg = unknown_subcommand(*app.get_subcommand(argv[1]), argv[2]);
+    if (!msg.empty()) return usage_error(msg);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

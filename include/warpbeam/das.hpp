@@ -118,6 +118,11 @@ struct Transmit {
   static Transmit diverging(const Vec3& source);
 };
 
+/// The most points Axis::size() reports (it saturates there) and the voxels parse_grid() accepts
+/// (a grid is also checked against the memory budget by its user, e.g. `das --memory`).
+inline constexpr std::int64_t kMaxAxisPoints = std::int64_t{1} << 31;
+inline constexpr std::int64_t kMaxGridVoxels = std::int64_t{1} << 31;
+
 /// One regularly spaced axis: start, start + step, ... <= stop (+1e-9 step of slack).
 struct Axis {
   double start = 0, stop = 0, step = 1;
@@ -130,13 +135,14 @@ struct Axis {
 struct Grid {
   Axis x, y{0, 0, 1}, z;
   std::array<std::int64_t, 3> shape() const { return {z.size(), y.size(), x.size()}; }
-  std::int64_t size() const { return z.size() * y.size() * x.size(); }
+  std::int64_t size() const;  ///< z x y x x, saturated at INT64_MAX
   bool is_2d() const { return y.size() == 1; }
   std::vector<Vec3> voxels() const;
 };
 
 /// Parses "x0:x1:dx,z0:z1:dz" (2-D) or "x0:x1:dx,y0:y1:dy,z0:z1:dz" (3-D), in metres.
-/// Throws invalid_argument naming the problem (zero voxels, step <= 0, stop < start).
+/// Throws invalid_argument naming the problem (zero voxels, step <= 0, stop < start, a number that
+/// is not finite, kMaxGridVoxels or more voxels).
 Grid parse_grid(std::string_view spec);
 
 /// CUDA tile sizes; 0 means the default (see docs/PERFORMANCE.md for the measured sweep).

@@ -193,6 +193,16 @@ double parse_angle_deg(const std::string& s, bool hours, const std::string& wher
 }
 
 Pointing make_pointing(const std::string& frame, double a, double b, const std::string& where) {
+  if (!std::isfinite(a) || !std::isfinite(b))
+    fail(ErrorCategory::invalid_argument, "{}: the angles {} and {} must be finite", where, a, b);
+  // The second coordinate is a latitude (elevation, declination): |b| <= 90 degrees; direction
+  // cosines lie on the unit disc.
+  if ((frame == "azel" || frame == "radec") && std::abs(b) > 90)
+    fail(ErrorCategory::invalid_argument, "{}: {} {} degrees is outside [-90, 90]", where,
+         frame == "azel" ? "elevation" : "declination", b);
+  if (frame == "lm" && a * a + b * b > 1)
+    fail(ErrorCategory::invalid_argument,
+         "{}: direction cosines l = {}, m = {} are outside the unit circle", where, a, b);
   Pointing p;
   if (frame == "azel") {
     p = {Frame::azel, a * kDeg, b * kDeg, {}};
@@ -245,10 +255,13 @@ std::vector<Pointing> parse_beam_grid(const std::string& spec) {
   double v[6];
   for (int i = 0; i < 6; ++i)
     v[i] = parse_angle_deg(f[static_cast<std::size_t>(i + 1)], false, "--grid");
-  const int na = static_cast<int>(v[2]), nb = static_cast<int>(v[5]);
-  if (na < 1 || nb < 1 || na != v[2] || nb != v[5] || na * static_cast<long>(nb) > 65536)
-    fail(ErrorCategory::invalid_argument, "--grid counts {} x {} must be whole numbers >= 1", v[2],
+  // Checked as doubles before the conversion (1e10 beams overflowed int: undefined behaviour).
+  if (!(v[2] >= 1 && v[2] <= 65536 && v[5] >= 1 && v[5] <= 65536) || v[2] != std::floor(v[2]) ||
+      v[5] != std::floor(v[5]) || v[2] * v[5] > 65536)
+    fail(ErrorCategory::invalid_argument,
+         "--grid counts {} x {} must be whole numbers >= 1, at most 65536 beams in all", v[2],
          v[5]);
+  const int na = static_cast<int>(v[2]), nb = static_cast<int>(v[5]);
   std::vector<Pointing> out;
   for (int j = 0; j < nb; ++j)
     for (int i = 0; i < na; ++i) {

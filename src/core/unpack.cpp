@@ -56,7 +56,7 @@ void unpack_samples(const std::uint8_t* in, int nbits, std::size_t count, float*
       }
       return;
     case 32:
-      std::memcpy(out, in, count * sizeof(float));
+      if (count) std::memcpy(out, in, count * sizeof(float));  // memcpy(null, null, 0) is UB
       return;
     default:
       fail(ErrorCategory::invalid_argument, "nbits = {} is not supported (1, 2, 4, 8, 16, 32)",

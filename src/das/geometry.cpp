@@ -71,7 +71,17 @@ Transmit Transmit::diverging(const Vec3& source) {
 
 std::int64_t Axis::size() const {
   if (!(step > 0) || !std::isfinite(start) || !std::isfinite(stop) || stop < start) return 0;
-  return static_cast<std::int64_t>(std::floor((stop - start) / step + 1e-9)) + 1;
+  // In double first: (stop - start) / step can exceed int64 (a cast would be undefined).
+  const double n = std::floor((stop - start) / step + 1e-9) + 1;
+  return n < kMaxAxisPoints ? static_cast<std::int64_t>(n) : kMaxAxisPoints;
+}
+
+std::int64_t Grid::size() const {
+  // Each axis is at most kMaxAxisPoints (2^31): the product of three fits in double exactly
+  // enough to compare, and is saturated rather than overflowed.
+  const double n =
+      static_cast<double>(z.size()) * static_cast<double>(y.size()) * static_cast<double>(x.size());
+  return n < 9e18 ? static_cast<std::int64_t>(n) : std::numeric_limits<std::int64_t>::max();
 }
 
 std::vector<Vec3> Grid::voxels() const {
@@ -115,6 +125,12 @@ Axis parse_axis(std::string_view s, const char* name) {
   if (a.stop < a.start)
     fail(ErrorCategory::invalid_argument, "grid: axis {} stop {} < start {} (zero voxels)", name,
          a.stop, a.start);
+  if (!std::isfinite(a.start) || !std::isfinite(a.stop) || !std::isfinite(a.step))
+    fail(ErrorCategory::invalid_argument, "grid: axis {} '{}' must be finite numbers", name, s);
+  if (a.size() >= kMaxGridVoxels)
+    fail(ErrorCategory::invalid_argument,
+         "grid: axis {} '{}' has {:.3g} points: a coarser step, please (at most {})", name, s,
+         std::floor((a.stop - a.start) / a.step) + 1, kMaxGridVoxels - 1);
   return a;
 }
 }  // namespace
@@ -142,6 +158,9 @@ Grid parse_grid(std::string_view spec) {
          "grid '{}' must be x0:x1:dx,z0:z1:dz or x0:x1:dx,y0:y1:dy,z0:z1:dz (m)", spec);
   }
   if (g.size() == 0) fail(ErrorCategory::invalid_argument, "grid '{}' has zero voxels", spec);
+  if (g.size() >= kMaxGridVoxels)
+    fail(ErrorCategory::invalid_argument, "grid '{}' has {} x {} x {} voxels: at most {} in all",
+         spec, g.x.size(), g.y.size(), g.z.size(), kMaxGridVoxels - 1);
   return g;
 }
 

@@ -49,7 +49,8 @@ class Unpacker {
     const auto n = get<std::uint64_t>();
     if (n > (bytes_.size() - pos_) / sizeof(T)) corrupt();
     std::vector<T> v(n);
-    std::memcpy(v.data(), take(n * sizeof(T)), n * sizeof(T));
+    const char* src = take(n * sizeof(T));
+    if (n) std::memcpy(v.data(), src, n * sizeof(T));  // an empty vector's data() may be null
     return v;
   }
   std::string get_string() {

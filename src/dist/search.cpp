@@ -107,6 +107,7 @@ void search_piece(const DistSearchConfig& cfg, const WorkerSetup& setup,
   auto sink = [&](search::GulpPeaks&& gp) {
     const auto t0 = std::chrono::steady_clock::now();
     res.min_channels_kept = std::min(res.min_channels_kept, gp.channels_kept);
+    res.add_zapped(gp.zap_reason);
     const auto r = plan.gulp_range(gp.gulp);
     if (t.whole) {
       // Every later gulp's plane starts at or after own_end - margin: spans begin no earlier.

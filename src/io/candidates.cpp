@@ -46,6 +46,13 @@ std::vector<search::Candidate> read_cand(const std::string& path) {
     std::string extra;
     if (ss.clear(), ss >> extra)
       fail(ErrorCategory::format, "'{}' line {}: more than 10 columns", path, lineno);
+    // The boxcar is 2^filter samples (Candidate::width()): a filter of 40 shifted past int32.
+    if (c.filter < 0 || c.filter > 30)
+      fail(ErrorCategory::format, "'{}' line {}: filter {} is not log2 of a boxcar width (0-30)",
+           path, lineno, c.filter);
+    if (c.dm_trial < 0 || c.beam < 0 || c.members < 0)
+      fail(ErrorCategory::format, "'{}' line {}: a negative DM trial, beam or member count", path,
+           lineno);
     out.push_back(c);
   }
   return out;

@@ -3,11 +3,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 
 #include "warpbeam/format.hpp"
+#include "warpbeam/io/lwa.hpp"
 
 namespace warpbeam::io {
 
@@ -183,13 +185,25 @@ GuppiHeader parse_guppi_header(const std::string& text, const std::string& where
 GuppiReader::GuppiReader(const std::string& path) : path_(path) {
   fp_ = std::fopen(path.c_str(), "rb");
   if (!fp_) fail(ErrorCategory::io, "cannot open '{}': {}", path, std::strerror(errno));
+  try {
+    open_first_header();
+  } catch (...) {
+    std::fclose(fp_);  // the destructor does not run for a constructor that throws
+    fp_ = nullptr;
+    throw;
+  }
+}
+
+void GuppiReader::open_first_header() {
+  const std::string& path = path_;
   const std::string text = read_header_text(fp_, path + " block 0");
   if (text.empty()) fail(ErrorCategory::format, "'{}' is empty: not a GUPPI raw file", path);
   first_ = parse_guppi_header(text, path + " block 0");
   // Count whole blocks, assuming every header is as long as the first (checked while reading).
-  const std::int64_t size = file_size(path);
-  const std::int64_t stride = first_.header_bytes + first_.blocsize;
-  nblocks_ = size / stride;
+  file_bytes_ = file_size(path);
+  const std::int64_t stride =
+      first_.header_bytes + first_.blocsize;  // BLOCSIZE <= 9e15: no overflow
+  nblocks_ = file_bytes_ / stride;
   info_.format = "guppi";
   info_.nchans = first_.nchans();
   info_.nantennas = first_.nants;
@@ -212,9 +226,19 @@ GuppiReader::~GuppiReader() {
 bool GuppiReader::read_raw_block(std::vector<std::uint8_t>& data, GuppiHeader& header) {
   const std::string where = fmt::format("{} block {}", path_, block_index_);
   const long start = std::ftell(fp_);
-  const std::string text = read_header_text(fp_, where);
-  if (text.empty()) return false;
-  header = parse_guppi_header(text, where);
+  std::string text;
+  try {
+    text = read_header_text(fp_, where);
+    if (text.empty()) return false;
+    header = parse_guppi_header(text, where);
+  } catch (const Error& e) {
+    if (block_index_ == 0) throw;
+    // Where the previous block's BLOCSIZE ends there is no header: say that, not "non-ASCII".
+    fail(e.category(),
+         "{}: no GUPPI header at byte {}, where block {} ends by its BLOCSIZE = {}: the block size "
+         "does not match the data, or the file is corrupt ({})",
+         where, start, block_index_ - 1, first_.blocsize, e.what());
+  }
   if (header.obsnchan != first_.obsnchan || header.nbits != first_.nbits ||
       header.npol != first_.npol || header.nants != first_.nants ||
       header.blocsize != first_.blocsize || header.overlap != first_.overlap)
@@ -222,6 +246,13 @@ bool GuppiReader::read_raw_block(std::vector<std::uint8_t>& data, GuppiHeader& h
          "{}: the header disagrees with block 0 (OBSNCHAN/NBITS/NPOL/NANTS/BLOCSIZE/OVERLAP)",
          where);
   std::fseek(fp_, start + static_cast<long>(header.header_bytes), SEEK_SET);
+  // The block must be in the file before it is allocated (a 22 kB file declaring BLOCSIZE 4 GiB
+  // took 12.8 GB).
+  const std::int64_t left = std::max<std::int64_t>(0, file_bytes_ - start - header.header_bytes);
+  if (left < header.blocsize) {
+    warnf("{}: trailing partial block ({} of {} bytes) dropped", where, left, header.blocsize);
+    return false;
+  }
   data.resize(static_cast<std::size_t>(header.blocsize));
   const std::size_t n = std::fread(data.data(), 1, data.size(), fp_);
   if (n < data.size()) {

@@ -115,9 +115,8 @@ void write_fits_image(const std::string& path, const float* data,
   fail(ErrorCategory::unsupported, "this build has no cfitsio: cannot write '{}'", path);
 #else
   // cfitsio writes the file itself: write to a temporary name, rename on success.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::remove(tmp.c_str());
-  const TempFileGuard on_signal(tmp);  // removed if the process is interrupted
+  OutputPath out(path);  // removed unless committed, and if the process is interrupted
+  const std::string& tmp = out.temp();
   fitsfile* f = nullptr;
   int status = 0;
   auto check = [&](const char* what) {
@@ -126,7 +125,6 @@ void write_fits_image(const std::string& path, const float* data,
       fits_get_errstatus(status, msg);
       int ignore = 0;
       if (f) fits_close_file(f, &ignore);
-      std::remove(tmp.c_str());
       fail(ErrorCategory::io, "cannot write FITS '{}' ({}): {}", path, what, msg);
     }
   };
@@ -165,12 +163,7 @@ void write_fits_image(const std::string& path, const float* data,
   fits_close_file(f, &status);
   f = nullptr;
   check("close");
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    fail(ErrorCategory::io, "cannot rename '{}' to '{}': {}", tmp, path, ec.message());
-  }
+  out.commit();
 #endif
 }
 

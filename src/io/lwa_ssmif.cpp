@@ -2,8 +2,10 @@
 // antenna -> stand/polarisation/status, cables (delay and loss) and the digitiser input order.
 // Lines are "KEYWORD[i][j] value # comment"; '#' starts a comment; keywords without an index set
 // a default for every entry (RPD_VF 85.0, for example). Unknown keywords are ignored.
+#include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -139,6 +141,13 @@ int Ssmif::tbf_antenna(int s, int p) const {
 }
 
 TbfStationModel tbf_station_model(const Ssmif& ssmif, int tbf_nstand, bool subset) {
+  // Real data need the real cables and input order; defaults would beamform silently wrong.
+  if (!ssmif.cable_lengths_given || !ssmif.input_map_given)
+    fail(ErrorCategory::format,
+         "SSMIF '{}' has no {}: cannot model the station's inputs (a truncated file?)", ssmif.path,
+         !ssmif.cable_lengths_given ? "cable table (N_RPD and RPD_LENG)"
+                                    : "digitiser input map (N_SNAP, N_SNAPCH and SNAP_ANT, or "
+                                      "the ROACH or DP1 equivalents)");
   if (tbf_nstand > ssmif.nstand() || (!subset && tbf_nstand != ssmif.nstand()))
     fail(ErrorCategory::format,
          "the TBF data hold {} stands but SSMIF '{}' describes {} (N_STD): wrong station file?",
@@ -215,13 +224,22 @@ Ssmif read_ssmif(const std::string& path) {
   if (digi) {
     nboard = scalar_int(digi->nboard, 0);
     nboardch = scalar_int(digi->nchan, 0);
-    if (nboard < 0 || nboardch < 0 || nboard * nboardch > 65536)
-      fail(ErrorCategory::format, "SSMIF '{}': {} = {}, {} = {}", path, digi->nboard, nboard,
-           digi->nchan, nboardch);
+    // In 64 bits: N_SNAP 65536 x N_SNAPCH 65537 wrapped in int, passed the check and the map
+    // below was written past its end (issue 18).
+    const std::int64_t inputs = std::int64_t{nboard} * nboardch;
+    if (nboard < 0 || nboardch < 0 || inputs > 65536)
+      fail(ErrorCategory::format,
+           "SSMIF '{}': {} = {} boards of {} = {} inputs: at most 65536 inputs in all", path,
+           digi->nboard, nboard, digi->nchan, nboardch);
   }
-  std::vector<int> digi_ant(static_cast<std::size_t>(nboard * nboardch), 0);
-  for (int k = 0; k < nboard * nboardch; ++k)
+  const int ninputs = nboard * nboardch;  // <= 65536: checked above
+  std::vector<int> digi_ant(static_cast<std::size_t>(ninputs), 0);
+  for (int k = 0; k < ninputs; ++k)
     digi_ant[k] = k + 1;
+  // Which entries of the cable lengths and the input map the file gives: a station file cut
+  // short (a truncated download) must not beamform with default cables and input order.
+  std::vector<std::uint8_t> length_given(static_cast<std::size_t>(nrpd), 0);
+  std::vector<std::uint8_t> input_given(static_cast<std::size_t>(ninputs), 0);
 
   for (const auto& e : entries) {
     const std::string& k = e.key;
@@ -267,13 +285,40 @@ Ssmif read_ssmif(const std::string& path) {
       } else if (e.idx.empty()) {
         for (auto& c : s.cables)
           apply(c);
+        if (k == "RPD_LENG") std::fill(length_given.begin(), length_given.end(), 1);
       } else {
-        apply(s.cables[parser.index(e, nrpd)]);
+        const int i = parser.index(e, nrpd);
+        apply(s.cables[i]);
+        if (k == "RPD_LENG") length_given[i] = 1;
       }
     } else if (digi && k == digi->ant) {
       const int b = parser.index(e, nboard, 0), ch = parser.index(e, nboardch, 1);
       digi_ant[b * nboardch + ch] = integer();
+      input_given[b * nboardch + ch] = 1;
     }
+  }
+  // Every table the file declares must be complete (MCS0031 lists every entry).
+  const auto first_missing = [](const std::vector<std::uint8_t>& given) {
+    return std::find(given.begin(), given.end(), 0) - given.begin();
+  };
+  if (scalars.count("N_RPD") && nrpd > 0) {
+    const auto m = first_missing(length_given);
+    if (m < nrpd)
+      fail(ErrorCategory::format,
+           "SSMIF '{}': N_RPD = {} cables but no RPD_LENG for cable {} ({} of {} given): the file "
+           "is truncated or incomplete",
+           path, nrpd, m + 1, std::count(length_given.begin(), length_given.end(), 1), nrpd);
+    s.cable_lengths_given = true;
+  }
+  if (digi) {
+    const auto m = first_missing(input_given);
+    if (m < ninputs)
+      fail(ErrorCategory::format,
+           "SSMIF '{}': {} x {} = {} inputs but no {} for board {} input {} ({} given): the file "
+           "is truncated or incomplete",
+           path, digi->nboard, digi->nchan, ninputs, digi->ant, m / nboardch + 1, m % nboardch + 1,
+           std::count(input_given.begin(), input_given.end(), 1));
+    s.input_map_given = true;
   }
   for (std::size_t i = 0; i < s.stand_xyz_m.size(); ++i)
     for (double v : s.stand_xyz_m[i])

@@ -39,6 +39,19 @@ File open_read(const std::string& path) {
 
 }  // namespace
 
+std::string lwa_frame_name(int id) {
+  switch (id) {  // the id byte of the frames behind the sync word 0xDEC0DE5C (LSL's readers)
+    case 1:
+      return "LWA TBF";
+    case 2:
+      return "LWA COR (correlator visibility)";
+    case 8:
+      return "LWA TBX";
+    default:
+      return "unknown LWA";
+  }
+}
+
 TbfFrameHeader decode_tbf_header(const std::uint8_t* b) {
   TbfFrameHeader h;
   h.sync_word = be32(b);
@@ -88,6 +101,9 @@ TbfReader::TbfReader(const std::string& path) {
     fail(ErrorCategory::format,
          "'{}': frame 0 has sync word 0x{:08X}, not 0x{:08X}: not a TBF file (or misaligned)", path,
          first.sync_word, kTbfSyncWord);
+  if (first.id != kTbfId)
+    fail(ErrorCategory::unsupported, "'{}' holds {} frames (id {}), not TBF: not supported here",
+         path, lwa_frame_name(first.id), first.id);
   if (first.nstand < 1 || first.nstand > 4096)
     fail(ErrorCategory::format, "'{}': frame 0 says nstand = {}", path, first.nstand);
   info_.nstand = first.nstand;

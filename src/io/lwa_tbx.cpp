@@ -154,8 +154,10 @@ std::unique_ptr<LwaVoltageFile> open_lwa_voltage_file(const std::string& path) {
   const int id = head[4];
   if (id == kTbxId) return std::make_unique<TbxReader>(path);
   if (id == kTbfId) return std::make_unique<TbfReader>(path);
-  fail(ErrorCategory::format, "'{}': LWA frame id {} is neither TBF ({}) nor TBX ({})", path, id,
-       kTbfId, kTbxId);
+  // Other frames share the sync word (COR, id 2): named by their id, not reported as broken.
+  fail(ErrorCategory::unsupported,
+       "'{}' holds {} frames (id {}): not supported (LWA TBF ({}) and TBX ({}) are)", path,
+       lwa_frame_name(id), id, kTbfId, kTbxId);
 }
 
 void write_tbx(const std::string& path, const std::uint8_t* ci4, int nchan, std::int64_t ntime,

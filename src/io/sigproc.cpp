@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -75,6 +77,7 @@ class HeaderParser {
       }
     }
     h.header_bytes = consumed_;
+    if (!tstart_seen_) warn_no_tstart(path_);
     return h;
   }
 
@@ -144,7 +147,7 @@ class HeaderParser {
     else if (k == "foff")
       h.foff = v;
     else if (k == "tstart")
-      h.tstart = v;
+      h.tstart = v, tstart_seen_ = true;
     else if (k == "tsamp")
       h.tsamp = v;
     else if (k == "src_raj")
@@ -167,9 +170,22 @@ class HeaderParser {
       h.rawdatafile = std::move(v);
   }
 
+  // Without tstart every time is counted from MJD 0: said once per file and process (the search
+  // opens a file several times).
+  static void warn_no_tstart(const std::string& path) {
+    static std::mutex m;
+    static std::set<std::string> warned;
+    const std::lock_guard<std::mutex> lock(m);
+    if (warned.insert(path).second)
+      warnf(
+          "'{}' has no tstart keyword: its MJDs (candidates' mjd, beams' tstart) count from MJD 0",
+          path);
+  }
+
   std::FILE* fp_;
   const std::string& path_;
   std::int64_t consumed_ = 0;
+  bool tstart_seen_ = false;
 };
 
 std::FILE* open_for_reading(const std::string& path) {
@@ -348,7 +364,7 @@ std::vector<float> FilterbankReader::read_all() {
 void pack_samples(const float* in, int nbits, std::size_t count, std::uint8_t* out,
                   bool is_signed) {
   if (nbits == 32) {
-    std::memcpy(out, in, count * sizeof(float));
+    if (count) std::memcpy(out, in, count * sizeof(float));
     return;
   }
   if (!supported_nbits(nbits))

@@ -6,11 +6,13 @@
 // (wavefront 0 plane / 1 spherical, source/{azimuth, elevation, distance, xyz}, delay).
 #include <unistd.h>
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "core/checked.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/output_file.hpp"
 #include "warpbeam/io/ultrasound.hpp"
@@ -85,25 +87,6 @@ struct H5Id {
   operator hid_t() const { return id; }
 };
 
-// A temporary path renamed over the target by commit(); removed otherwise.
-struct TempPath {
-  std::string path, tmp;
-  io::TempFileGuard on_signal{tmp};  // removed if the process is interrupted, too
-  bool done = false;
-  explicit TempPath(std::string p)
-      : path(std::move(p)), tmp(path + ".tmp." + std::to_string(::getpid())) {}
-  ~TempPath() {
-    std::error_code ec;
-    if (!done) std::filesystem::remove(tmp, ec);
-  }
-  void commit() {
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) fail(ErrorCategory::io, "{}: cannot rename the temporary file", path);
-    done = true;
-  }
-};
-
 void quiet_hdf5() {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
 }
@@ -145,6 +128,38 @@ bool exists(hid_t loc, const char* name) {
   return H5Lexists(loc, name, H5P_DEFAULT) > 0;
 }
 
+// The values of dataset `ds` of dims `dims`, checked before a buffer is sized by them: the
+// product in 64 bits, and the bytes it stands for against what the file stores for the dataset
+// (deflate compresses at most ~1032:1; a 22 kB file declaring 6.3 GB of samples was allocated).
+std::size_t checked_values(hid_t ds, const std::vector<hsize_t>& dims, const std::string& path,
+                           const char* name) {
+  std::int64_t n = 1;
+  for (hsize_t d : dims) {
+    if (d > static_cast<hsize_t>(INT64_MAX))
+      fail(ErrorCategory::format, "{}: UFF '{}' declares a dimension of {}", path, name, d);
+    n = warpbeam::detail::checked_mul(n, static_cast<std::int64_t>(d), path + ": UFF " + name);
+  }
+  if (n == 0) return 0;
+  H5Id type(H5Dget_type(ds), H5Tclose);
+  const std::size_t element = type.id >= 0 ? H5Tget_size(type) : 0;
+  if (element == 0) fail(ErrorCategory::format, "{}: UFF '{}' has no valid type", path, name);
+  const double declared = static_cast<double>(n) * static_cast<double>(element);
+  const double stored = static_cast<double>(H5Dget_storage_size(ds));
+  // Without a filter the file must hold every declared byte: libhdf5 1.10 copies the declared
+  // size out of a shorter compact buffer (a heap over-read inside H5Dread, ../shared/repro/uff).
+  H5Id dcpl(H5Dget_create_plist(ds), H5Pclose);
+  const int filters = dcpl.id >= 0 ? H5Pget_nfilters(dcpl) : -1;
+  if (filters == 0 && stored < declared)
+    fail(ErrorCategory::format,
+         "{}: UFF '{}' declares {} values ({:.0f} bytes) but the file stores {:.0f} bytes of them",
+         path, name, n, declared, stored);
+  if (declared > 1100.0 * stored + 4096.0)
+    fail(ErrorCategory::format,
+         "{}: UFF '{}' declares {} values ({:.0f} bytes) but the file stores {:.0f} bytes of them",
+         path, name, n, declared, stored);
+  return static_cast<std::size_t>(n);
+}
+
 // Reads a whole numeric dataset as double (any stored numeric type), with its dims.
 std::vector<double> read_doubles(hid_t loc, const char* name, const std::string& path,
                                  std::vector<hsize_t>* dims_out = nullptr) {
@@ -156,10 +171,8 @@ std::vector<double> read_doubles(hid_t loc, const char* name, const std::string&
   const int rank = H5Sget_simple_extent_ndims(space);
   std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
   if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
-  hsize_t n = 1;
-  for (auto d : dims)
-    n *= d;
-  std::vector<double> v(n);
+  std::vector<double> v(checked_values(ds, dims, path, name));
+  const std::size_t n = v.size();
   if (n && H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
     fail(ErrorCategory::format, "{}: cannot read UFF dataset '{}' as numbers", path, name);
   if (dims_out) *dims_out = dims;
@@ -182,10 +195,8 @@ std::vector<float> read_floats(hid_t loc, const char* name, const std::string& p
     fail(ErrorCategory::format, "{}: UFF '{}' has rank {} (expected 1..4)", path, name, rank);
   dims->assign(static_cast<std::size_t>(rank), 0);
   H5Sget_simple_extent_dims(space, dims->data(), nullptr);
-  hsize_t n = 1;
-  for (auto d : *dims)
-    n *= d;
-  std::vector<float> v(n);
+  std::vector<float> v(checked_values(ds, *dims, path, name));
+  const std::size_t n = v.size();
   if (n && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
     fail(ErrorCategory::format, "{}: cannot read UFF '{}'", path, name);
   return v;
@@ -205,9 +216,9 @@ void write_uff(const std::string& path, const UltrasoundData& d, const nlohmann:
     if (t.kind == das::Transmit::Kind::element_delays)
       fail(ErrorCategory::unsupported,
            "{}: UFF stores plane or spherical waves, not element delays", path);
-  TempPath tp(path);
+  io::OutputPath tp(path);
   {
-    H5Id file(H5Fcreate(tp.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    H5Id file(H5Fcreate(tp.temp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (file.id < 0) fail(ErrorCategory::io, "{}: cannot create", path);
     write_string_attr(file, "version", "v1.2.0");
     write_string_attr(file, "provenance", prov.dump());
@@ -337,8 +348,13 @@ UltrasoundData read_uff(const std::string& path) {
     const auto k = read_doubles(probe, "element_kind", path);
     if (k.size() != M) fail(ErrorCategory::format, "{}: probe/element_kind size mismatch", path);
     if (std::any_of(k.begin(), k.end(), [](double v) { return v != 0; }))
-      for (double v : k)
+      for (double v : k) {
+        // Checked before the conversion (a float outside int's range was undefined behaviour).
+        if (v != 0 && v != 1 && v != 2)
+          fail(ErrorCategory::format,
+               "{}: probe/element_kind {} is not 0 (point), 1 (line x) or 2 (line y)", path, v);
         d.probe.kinds.push_back(static_cast<das::ElementKind>(static_cast<int>(v)));
+      }
   }
   // Sequence.
   if (!exists(cd, "sequence")) fail(ErrorCategory::format, "{}: no channel_data/sequence", path);
@@ -437,9 +453,9 @@ void write_hdf5_volume(const std::string& path, const std::string& name, const f
                        const std::vector<std::pair<std::string, double>>& attrs,
                        const nlohmann::json& prov) {
   quiet_hdf5();
-  TempPath tp(path);
+  io::OutputPath tp(path);
   {
-    H5Id file(H5Fcreate(tp.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    H5Id file(H5Fcreate(tp.temp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (file.id < 0) fail(ErrorCategory::io, "{}: cannot create", path);
     std::vector<hsize_t> dims(shape.begin(), shape.end());
     write_dataset(file, name.c_str(), H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, dims, data);

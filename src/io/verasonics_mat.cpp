@@ -2,17 +2,26 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 
+#include "core/checked.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/output_file.hpp"
 #include "warpbeam/io/ultrasound.hpp"
 
 #ifdef WARPBEAM_HAVE_MATIO
 #include <matio.h>
+
+#include "io/mat5_check.hpp"
+#endif
+#ifdef WARPBEAM_HAVE_HDF5
+#include <hdf5.h>
 #endif
 
 namespace warpbeam::io {
@@ -49,11 +58,117 @@ struct VarFree {
 using MatPtr = std::unique_ptr<mat_t, MatCloser>;
 using VarPtr = std::unique_ptr<matvar_t, VarFree>;
 
+// Elements of a variable, in 64 bits: an overflowing product of dims is a format error.
 std::size_t numel(const matvar_t* v) {
-  std::size_t n = 1;
-  for (int i = 0; i < v->rank; ++i)
-    n *= v->dims[i];
-  return n;
+  if (!v->dims && v->rank > 0) fail(ErrorCategory::format, "a .mat variable without dims");
+  std::int64_t n = 1;
+  for (int i = 0; i < v->rank; ++i) {
+    if (v->dims[i] > static_cast<std::size_t>(INT64_MAX))
+      fail(ErrorCategory::format, ".mat variable '{}': a dimension of {}", v->name ? v->name : "?",
+           v->dims[i]);
+    n = warpbeam::detail::checked_mul(n, static_cast<std::int64_t>(v->dims[i]),
+                                      ".mat variable size");
+  }
+  return static_cast<std::size_t>(n);
+}
+
+// The file's format from its first bytes, before matio sees it: MAT 5 (a 128-byte header ending
+// in version 0x0100 and "IM"/"MI") or MAT 7.3 (HDF5, its signature at byte 512). Anything else is
+// refused here: matio's version-4 path allocated what the first 20 bytes of any file declared.
+#ifdef WARPBEAM_HAVE_HDF5
+// A v7.3 file (HDF5) before matio reads it: every dataset's declared size against what the file
+// stores for it, as for UFF (a deflated dataset expands at most ~1032:1).
+#if H5_VERSION_GE(1, 12, 0)
+using ObjectInfo = H5O_info2_t;
+#else
+using ObjectInfo = H5O_info_t;
+#endif
+herr_t check_dataset(hid_t obj, const char* name, const ObjectInfo* info, void* op) {
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  const auto& path = *static_cast<const std::string*>(op);
+  const hid_t ds = H5Dopen2(obj, name, H5P_DEFAULT);
+  if (ds < 0) return -1;
+  const hid_t space = H5Dget_space(ds), type = H5Dget_type(ds);
+  double declared = space >= 0 && type >= 0 ? static_cast<double>(H5Tget_size(type)) : -1;
+  const int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+  if (rank < 0 || rank > 32) declared = -1;
+  hsize_t dims[32] = {};
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims, nullptr);
+  for (int i = 0; i < rank && declared >= 0; ++i)
+    declared *= static_cast<double>(dims[i]);
+  const double stored = static_cast<double>(H5Dget_storage_size(ds));
+  if (type >= 0) H5Tclose(type);
+  if (space >= 0) H5Sclose(space);
+  H5Dclose(ds);
+  if (declared < 0 || declared > 1100.0 * stored + 4096.0) {
+    *static_cast<std::string*>(op) = path + ": dataset '" + name + "' declares more than it holds";
+    return 1;  // stops the visit
+  }
+  return 0;
+}
+
+void check_mat73_structure(const std::string& path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) fail(ErrorCategory::format, "{}: a v7.3 .mat file HDF5 cannot open", path);
+  std::string verdict = path;
+#if H5_VERSION_GE(1, 12, 0)
+  const herr_t r =
+      H5Ovisit3(file, H5_INDEX_NAME, H5_ITER_NATIVE, check_dataset, &verdict, H5O_INFO_BASIC);
+#else
+  const herr_t r =
+      H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, check_dataset, &verdict, H5O_INFO_BASIC);
+#endif
+  H5Fclose(file);
+  if (r != 0)
+    fail(ErrorCategory::format, "{}",
+         verdict != path ? verdict : path + ": a v7.3 .mat file HDF5 cannot walk");
+}
+#endif
+
+// Returns true for MAT 5, false for MAT 7.3 (see below).
+bool require_mat_header(const std::string& path, std::int64_t size) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) fail(ErrorCategory::io, "{}: cannot open: {}", path, std::strerror(errno));
+  unsigned char h[520] = {};
+  const std::size_t n = std::fread(h, 1, sizeof h, f);
+  std::fclose(f);
+  const bool v5 =
+      n >= 128 && ((h[126] == 'I' && h[127] == 'M' && h[124] == 0x00 && h[125] == 0x01) ||
+                   (h[126] == 'M' && h[127] == 'I' && h[124] == 0x01 && h[125] == 0x00));
+  static const unsigned char hdf5[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  const bool v73 = n >= 520 && std::memcmp(h + 512, hdf5, 8) == 0;
+  if (!v5 && !v73)
+    fail(ErrorCategory::format,
+         "{}: not a MATLAB v5 or v7.3 .mat file ({} bytes; no MAT-file header)", path, size);
+  return v5;
+}
+
+// The file's structure before matio reads anything (mat5_check.hpp; HDF5's datasets for v7.3).
+void require_sound_mat(const std::string& path, std::int64_t size) {
+  if (require_mat_header(path, size)) {
+    detail::check_mat5_structure(path, size);
+  } else {
+#ifdef WARPBEAM_HAVE_HDF5
+    check_mat73_structure(path);
+#else
+    fail(ErrorCategory::unsupported, "{}: a v7.3 .mat file needs HDF5, which this build lacks",
+         path);
+#endif
+  }
+}
+
+// The bytes a variable's data may take in memory for a file of `file_bytes`: what an uncompressed
+// variable declares must be in the file; a compressed one inflates at most ~1032:1 (deflate).
+void require_plausible(const matvar_t* v, std::int64_t file_bytes, const std::string& what) {
+  const double bytes =
+      static_cast<double>(numel(v)) *
+      static_cast<double>(std::max<std::size_t>(Mat_SizeOfClass(v->class_type), 1)) *
+      (v->isComplex ? 2 : 1);
+  const double limit = 1100.0 * static_cast<double>(file_bytes) + 4096.0;
+  if (bytes > limit)
+    fail(ErrorCategory::format, "{} declares {:.0f} bytes of data in a file of {} bytes", what,
+         bytes, file_bytes);
 }
 
 bool numeric(const matvar_t* v) {
@@ -91,7 +206,10 @@ double element(const void* data, matio_classes cls, std::size_t i) {
 std::vector<double> values(const matvar_t* v, const std::string& what) {
   if (!v || !numeric(v) || v->isComplex || !v->data)
     fail(ErrorCategory::format, "{} must be a real numeric array", what);
-  std::vector<double> out(numel(v));
+  const std::size_t n = numel(v);
+  if (v->nbytes < n * Mat_SizeOfClass(v->class_type))
+    fail(ErrorCategory::format, "{} holds {} bytes for {} values", what, v->nbytes, n);
+  std::vector<double> out(n);
   for (std::size_t i = 0; i < out.size(); ++i)
     out[i] = element(v->data, v->class_type, i);
   return out;
@@ -104,9 +222,52 @@ double field(matvar_t* param, const char* name, const std::string& path, double 
     if (std::isnan(fallback)) fail(ErrorCategory::format, "{}: param.{} is missing", path, name);
     return fallback;
   }
-  const auto v = values(f, path + ": param." + name);
-  if (v.size() != 1) fail(ErrorCategory::format, "{}: param.{} must be a scalar", path, name);
-  return v[0];
+  // The size before the values: a declared [huge] field is not copied to find it is no scalar.
+  if (numel(f) != 1) fail(ErrorCategory::format, "{}: param.{} must be a scalar", path, name);
+  return values(f, path + ": param." + name)[0];
+}
+
+// A struct variable matio can be asked for fields: 1 x 1, with fields, and its field table read
+// (Mat_VarGetStructFieldByName dereferences it unchecked).
+void require_struct(const matvar_t* v, const std::string& what) {
+  if (!v || v->class_type != MAT_C_STRUCT || v->rank != 2 || numel(v) != 1 || !v->data ||
+      Mat_VarGetNumberOfFields(const_cast<matvar_t*>(v)) == 0)
+    fail(ErrorCategory::format, "{} must be a 1 x 1 struct (fs, fc, c, t0, pitch, TXdelay ...)",
+         what);
+  // matio 1.5.23 compares every field name unchecked (a null name crashed), and indexes the
+  // field table by the field count.
+  const unsigned nf = Mat_VarGetNumberOfFields(const_cast<matvar_t*>(v));
+  char* const* names = Mat_VarGetStructFieldnames(v);
+  if (!names || v->nbytes < nf * sizeof(matvar_t*))
+    fail(ErrorCategory::format, "{}: a struct without its field table", what);
+  for (unsigned i = 0; i < nf; ++i)
+    if (!names[i]) fail(ErrorCategory::format, "{}: a struct field without a name", what);
+}
+
+// Every field of struct `v` (already require_struct) is within the plausible size.
+void require_plausible_fields(matvar_t* v, std::int64_t file_bytes, const std::string& what) {
+  const unsigned nf = Mat_VarGetNumberOfFields(v);
+  for (unsigned i = 0; i < nf; ++i)
+    if (const matvar_t* f = Mat_VarGetStructFieldByIndex(v, i, 0))
+      require_plausible(f, file_bytes, what + " (a field)");
+}
+
+// Reads variable `name` after checking its header (Mat_VarReadInfo: no data) against the file's
+// size; nullptr when the file has no such variable.
+VarPtr read_checked(mat_t* mat, const char* name, std::int64_t file_bytes,
+                    const std::string& path) {
+  VarPtr info(Mat_VarReadInfo(mat, name));
+  if (!info) return nullptr;
+  const std::string what = path + ": " + name;
+  require_plausible(info.get(), file_bytes, what);
+  if (info->class_type == MAT_C_STRUCT) {
+    require_struct(info.get(), what);
+    require_plausible_fields(info.get(), file_bytes, what);
+  }
+  info.reset();
+  VarPtr v(Mat_VarRead(mat, name));
+  if (!v) fail(ErrorCategory::format, "{}: matio cannot read it", what);
+  return v;
 }
 
 }  // namespace
@@ -114,9 +275,11 @@ double field(matvar_t* param, const char* name, const std::string& path, double 
 std::vector<double> read_mat_array(const std::string& path, const std::string& name,
                                    std::vector<std::size_t>* dims) {
   if (!std::filesystem::exists(path)) fail(ErrorCategory::io, "{}: no such file", path);
+  const auto file_bytes = static_cast<std::int64_t>(std::filesystem::file_size(path));
+  require_sound_mat(path, file_bytes);
   MatPtr mat(Mat_Open(path.c_str(), MAT_ACC_RDONLY));
   if (!mat) fail(ErrorCategory::format, "{}: not a MATLAB .mat file (matio cannot open it)", path);
-  VarPtr v(Mat_VarRead(mat.get(), name.c_str()));
+  VarPtr v = read_checked(mat.get(), name.c_str(), file_bytes, path);
   if (!v) fail(ErrorCategory::format, "{}: no variable '{}'", path, name);
   if (dims) dims->assign(v->dims, v->dims + v->rank);
   return values(v.get(), path + ": " + name);
@@ -124,21 +287,34 @@ std::vector<double> read_mat_array(const std::string& path, const std::string& n
 
 UltrasoundData read_mat(const std::string& path) {
   if (!std::filesystem::exists(path)) fail(ErrorCategory::io, "{}: no such file", path);
+  if (!std::filesystem::is_regular_file(path))
+    fail(ErrorCategory::io, "{}: not a regular file", path);
+  const auto file_bytes = static_cast<std::int64_t>(std::filesystem::file_size(path));
+  require_sound_mat(path, file_bytes);
   MatPtr mat(Mat_Open(path.c_str(), MAT_ACC_RDONLY));
   if (!mat) fail(ErrorCategory::format, "{}: not a MATLAB .mat file (matio cannot open it)", path);
-  VarPtr sig(Mat_VarRead(mat.get(), "RF"));
+  VarPtr sig = read_checked(mat.get(), "RF", file_bytes, path);
   bool iq = false;
   if (!sig) {
-    sig.reset(Mat_VarRead(mat.get(), "IQ"));
+    sig = read_checked(mat.get(), "IQ", file_bytes, path);
     iq = true;
   }
   if (!sig) fail(ErrorCategory::format, "{}: no RF or IQ variable", path);
-  VarPtr param(Mat_VarRead(mat.get(), "param"));
+  VarPtr param = read_checked(mat.get(), "param", file_bytes, path);
   if (!param || param->class_type != MAT_C_STRUCT)
     fail(ErrorCategory::format, "{}: no param struct (fs, fc, c, t0, pitch, TXdelay ...)", path);
-  if (!numeric(sig.get()) || sig->rank < 2 || sig->rank > 3)
+  require_struct(param.get(), path + ": param");
+  if (!numeric(sig.get()) || sig->rank < 2 || sig->rank > 3 || !sig->data)
     fail(ErrorCategory::format, "{}: {} must be a numeric [samples][elements]([shots]) array", path,
          iq ? "IQ" : "RF");
+  if (iq) {
+    const auto* split = static_cast<const mat_complex_split_t*>(sig->data);
+    if (!split->Re || !split->Im) fail(ErrorCategory::format, "{}: IQ has no data", path);
+  }
+  // matio's buffer must hold what the dims say (element() reads numel values).
+  if (sig->nbytes < numel(sig.get()) * Mat_SizeOfClass(sig->class_type))
+    fail(ErrorCategory::format, "{}: {} holds {} bytes for {} values", path, iq ? "IQ" : "RF",
+         sig->nbytes, numel(sig.get()));
   if (iq && !sig->isComplex) fail(ErrorCategory::format, "{}: IQ must be complex", path);
   if (!iq && sig->isComplex)
     fail(ErrorCategory::format, "{}: RF is complex: store I/Q data as IQ", path);
@@ -276,16 +452,8 @@ void write_mat(const std::string& path, const UltrasoundData& d, const nlohmann:
   if ((iq ? d.iq.size() : d.rf.size()) != nl * nc * n3 || d.probe.size() != nc ||
       d.transmits.size() != ntx)
     fail(ErrorCategory::invalid_argument, "write_mat: data, probe and transmits disagree");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  struct Remove {  // no partial product after a failure
-    const std::string& p;
-    bool keep = false;
-    ~Remove() {
-      std::error_code ec;
-      if (!keep) std::filesystem::remove(p, ec);
-    }
-  } guard{tmp};
-  const io::TempFileGuard on_signal(tmp);  // removed if the process is interrupted, too
+  io::OutputPath out(path);  // a temporary file, renamed by commit()
+  const std::string& tmp = out.temp();
   {
     MatPtr mat(Mat_CreateVer(tmp.c_str(), nullptr, MAT_FT_MAT5));
     if (!mat) fail(ErrorCategory::io, "{}: cannot create", path);
@@ -350,10 +518,7 @@ void write_mat(const std::string& path, const UltrasoundData& d, const nlohmann:
     if (!pv || Mat_VarWrite(mat.get(), pv.get(), MAT_COMPRESSION_NONE) != 0)
       fail(ErrorCategory::io, "{}: cannot write provenance", path);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) fail(ErrorCategory::io, "{}: cannot rename the temporary file", path);
-  guard.keep = true;
+  out.commit();
 }
 
 #endif

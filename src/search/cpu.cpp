@@ -47,7 +47,7 @@ class CpuSearchExecutor final : public SearchExecutor {
       Scratch& s = scratch_[static_cast<std::size_t>(omp_get_thread_num())];
       const float* x = plane + d * n;
       // 1-2. Baseline and residual.
-      running_median_baseline(x, n, levels_, s.baseline.data(), s.work.data());
+      search_baseline(x, n, levels_, s.baseline.data(), s.snr.data(), s.work.data());
       for (std::int64_t t = 0; t < n; ++t)
         s.residual[t] = x[t] - s.baseline[t];
       // 3. Robust RMS.

@@ -23,7 +23,9 @@ inline constexpr double kDevMadToSigma = 1.482602218505602;
 inline constexpr double kDevClipSigma = 3.0;
 inline constexpr double kDevClipVarianceFactor = 0.9733369246625415;
 inline constexpr std::int64_t kDevTreeStop = 125;
-inline constexpr int kDevMedianLevels = 2;  // baseline levels decimated by median of 5
+inline constexpr int kDevMedianLevels = 2;            // baseline levels decimated by median of 5
+inline constexpr int kDevBaselinePasses = 3;          // search_baseline()'s passes
+inline constexpr double kDevBaselineMaskSigma = 3.0;  // and its mask
 
 /// Threads per block of every per-trial and per-channel kernel.
 inline constexpr int kSearchThreads = 512;
@@ -42,6 +44,7 @@ struct TrialScratch {
   float* level_a = nullptr;  ///< [batch][a_stride], a_stride >= n / 5: tree levels 1, 3, 5 ...
   float* level_b = nullptr;  ///< [batch][b_stride], b_stride >= n / 25: tree levels 2, 4 ...
   float* ylev = nullptr;     ///< [batch][a_stride]: the baseline's last decimation level
+  float* yprev = nullptr;    ///< [batch][a_stride]: the previous pass's (masked passes)
   double* prefix = nullptr;  ///< [batch][n + 1]: the prefix sum of the residual
   std::int64_t a_stride = 0, b_stride = 0;
 };
@@ -64,6 +67,12 @@ struct TrialBatch {
 /// Stage 1: the baseline's decimation levels of each trial into s.ylev (s.ylev[i][0] = the lower
 /// median of the trial when K = 0).
 void launch_baseline_levels(const TrialBatch& b, const Stream* stream);
+/// Stage 1's later passes (search_baseline()): the levels of the series masked by the current
+/// levels (kept in s.yprev) and sigma (stage 3 of the previous pass), into s.ylev.
+void launch_masked_baseline_levels(const TrialBatch& b, const Stream* stream);
+/// All of stage 1 and stage 3: baseline_levels, residual_rms, then kDevBaselinePasses - 1 times
+/// masked_baseline_levels and residual_rms (sigma[first + i] is the last pass's).
+void launch_search_baseline(const TrialBatch& b, const Stream* stream);
 /// Tests: the baseline itself, out[i][t] for batch row i (row stride n).
 void launch_write_baseline(const TrialBatch& b, float* out, const Stream* stream);
 /// Stages 2-3: sigma[first + i] = robust_rms(x - baseline) (needs the levels).

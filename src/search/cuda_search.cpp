@@ -20,6 +20,8 @@ namespace warpbeam::search::detail {
 static_assert(kDevMadToSigma == kMadToSigma && kDevClipSigma == kClipSigma &&
                   kDevClipVarianceFactor == kClipVarianceFactor && kDevTreeStop == kTreeStop,
               "the device statistics must use the constants of warpbeam/search.hpp");
+static_assert(kDevBaselinePasses == kBaselinePasses && kDevBaselineMaskSigma == kBaselineMaskSigma,
+              "the device baseline must make search_baseline()'s passes");
 static_assert(sizeof(DevicePeak) == sizeof(Peak) && offsetof(Peak, sample) == 16,
               "DevicePeak mirrors search::Peak");
 
@@ -70,7 +72,7 @@ struct CudaPlaneSearcher::Tables {
 
 std::int64_t plane_searcher_bytes(std::int64_t n, std::int64_t ndms, int batch) {
   const std::int64_t b = batch > 0 ? batch : kDefaultSearchBatch;
-  return b * (2 * a_stride_for(n) + b_stride_for(n)) * 4 + b * (n + 1) * 8 + b * 8 + ndms * 12 +
+  return b * (3 * a_stride_for(n) + b_stride_for(n)) * 4 + b * (n + 1) * 8 + b * 8 + ndms * 12 +
          kInitialPeakCapacity * static_cast<std::int64_t>(sizeof(DevicePeak));
 }
 
@@ -86,6 +88,7 @@ CudaPlaneSearcher::CudaPlaneSearcher(std::int64_t max_nsamples, int batch)
   level_a_ = DeviceArray<float>(b * static_cast<std::size_t>(a_stride_));
   level_b_ = DeviceArray<float>(b * static_cast<std::size_t>(b_stride_));
   ylev_ = DeviceArray<float>(b * static_cast<std::size_t>(a_stride_));
+  yprev_ = DeviceArray<float>(b * static_cast<std::size_t>(a_stride_));
   prefix_ = DeviceArray<double>(b * static_cast<std::size_t>(max_n_ + 1));
   rho_ = DeviceArray<double>(b);
   peaks_ = DeviceArray<DevicePeak>(static_cast<std::size_t>(kInitialPeakCapacity));
@@ -93,6 +96,7 @@ CudaPlaneSearcher::CudaPlaneSearcher(std::int64_t max_nsamples, int batch)
   poison(level_a_);
   poison(level_b_);
   poison(ylev_);
+  poison(yprev_);
   poison(prefix_);
   poison(rho_);
   device_memset(count_.data(), 0, count_.bytes());
@@ -158,6 +162,7 @@ TrialBatch CudaPlaneSearcher::batch_args(const SearchConfig& c, const float* pla
   b.s.level_a = level_a_.data();
   b.s.level_b = level_b_.data();
   b.s.ylev = ylev_.data();
+  b.s.yprev = yprev_.data();
   b.s.prefix = prefix_.data();
   b.s.a_stride = a_stride_;
   b.s.b_stride = b_stride_;
@@ -175,8 +180,7 @@ void CudaPlaneSearcher::enqueue(const SearchConfig& c, const float* plane, std::
   for (std::int64_t first = 0; first < c.ndms; first += batch_) {
     const int count = static_cast<int>(std::min<std::int64_t>(batch_, c.ndms - first));
     const TrialBatch b = batch_args(c, plane, static_cast<int>(first), count);
-    launch_baseline_levels(b, stream);
-    launch_residual_rms(b, stream);
+    launch_search_baseline(b, stream);
     launch_prefix(b, stream);
     int widest = 0;
     for (int d = 0; d < count; ++d)
@@ -233,7 +237,7 @@ void CudaPlaneSearcher::copy_rms(std::int64_t ndms, std::vector<double>& rms) co
 void CudaPlaneSearcher::test_baseline(const SearchConfig& c, const float* plane, int first,
                                       int count, float* out) {
   const TrialBatch b = batch_args(c, plane, first, count);
-  launch_baseline_levels(b, nullptr);
+  launch_search_baseline(b, nullptr);
   launch_write_baseline(b, out, nullptr);
   WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
@@ -241,8 +245,7 @@ void CudaPlaneSearcher::test_baseline(const SearchConfig& c, const float* plane,
 void CudaPlaneSearcher::test_sigma(const SearchConfig& c, const float* plane, int first, int count,
                                    std::vector<double>& sigma) {
   const TrialBatch b = batch_args(c, plane, first, count);
-  launch_baseline_levels(b, nullptr);
-  launch_residual_rms(b, nullptr);
+  launch_search_baseline(b, nullptr);
   WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   sigma.resize(static_cast<std::size_t>(count));
   copy_bytes(sigma.data(), sigma_.data() + first, sigma.size() * sizeof(double));
@@ -251,8 +254,7 @@ void CudaPlaneSearcher::test_sigma(const SearchConfig& c, const float* plane, in
 void CudaPlaneSearcher::test_snr(const SearchConfig& c, const float* plane, int first, int count,
                                  int width, float* out, std::vector<double>& rho) {
   const TrialBatch b = batch_args(c, plane, first, count);
-  launch_baseline_levels(b, nullptr);
-  launch_residual_rms(b, nullptr);
+  launch_search_baseline(b, nullptr);
   launch_prefix(b, nullptr);
   WidthArgs w;
   w.width = width;

@@ -77,7 +77,7 @@ class CudaPlaneSearcher {
   std::int64_t max_n_;
   int batch_;
   std::int64_t a_stride_, b_stride_;
-  DeviceArray<float> level_a_, level_b_, ylev_;
+  DeviceArray<float> level_a_, level_b_, ylev_, yprev_;
   DeviceArray<double> prefix_, rho_, sigma_;
   DeviceArray<DevicePeak> peaks_;
   DeviceArray<unsigned long long> count_;

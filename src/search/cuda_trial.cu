@@ -3,6 +3,9 @@
 //   baseline_levels_kernel  running_median_baseline()'s decimation: median of 5 for levels 1-2,
 //                           mean of 5 after; the last level stays in scratch (a few values) and
 //                           the baseline is interpolated from it wherever it is needed;
+//   masked_levels_kernel    search_baseline()'s later passes: the same decimation of the series
+//                           whose samples above kBaselineMaskSigma * sigma of the previous pass's
+//                           residual are replaced by its baseline (its levels copied aside first);
 //   residual_rms_kernel     robust_rms() of r = x - baseline, r computed on the fly;
 //   prefix_kernel           P[0] = 0, P[t+1] = P[t] + r[t] in double, by a block-wide scan in
 //                           tiles of 2048 samples (a different association than the CPU's loop:
@@ -56,31 +59,63 @@ __device__ __forceinline__ bool usable(double sigma, double min_rms) {
   return sigma > min_rms && isfinite(sigma);
 }
 
-__global__ void __launch_bounds__(kSearchThreads) baseline_levels_kernel(const TrialBatch bt) {
-  __shared__ StatsSmem sm;
-  const TrialView v = trial_view(bt);
+// The decimation levels of the series value(t), t < n, into v.y (the lower median when K = 0).
+template <class Value>
+__device__ void decimate_levels(const TrialBatch& bt, const TrialView& v, Value value,
+                                StatsSmem& sm) {
   const std::int64_t tid = threadIdx.x, nt = blockDim.x;
   if (bt.levels <= 0) {  // fewer than 5 samples: the lower median everywhere
-    const float* x = v.x;
-    const float med = block_tree_median([&](std::int64_t i) { return x[i]; }, bt.n, v.a, v.b, sm);
+    const float med = block_tree_median(value, bt.n, v.a, v.b, sm);
     if (tid == 0) v.y[0] = med;
     return;
   }
   // Level k (n / 5^k values) from level k - 1: odd levels in a, even ones in b, the last in y.
   std::int64_t m = bt.n;
-  const float* src = v.x;
+  const float* src = nullptr;  // level k - 1 for k >= 2 (level 0 is value())
   for (int k = 1; k <= bt.levels; ++k) {
     float* dst = k == bt.levels ? v.y : ((k & 1) ? v.a : v.b);
     const std::int64_t next = m / 5;
     const bool median = k <= kDevMedianLevels;
     for (std::int64_t i = tid; i < next; i += nt) {
-      const float* g = src + 5 * i;
+      float g[5];
+#pragma unroll
+      for (int j = 0; j < 5; ++j)
+        g[j] = k == 1 ? value(5 * i + j) : src[5 * i + j];
       dst[i] = median ? median5(g[0], g[1], g[2], g[3], g[4]) : mean5(g[0], g[1], g[2], g[3], g[4]);
     }
     __syncthreads();
     src = dst;
     m = next;
   }
+}
+
+__global__ void __launch_bounds__(kSearchThreads) baseline_levels_kernel(const TrialBatch bt) {
+  __shared__ StatsSmem sm;
+  const TrialView v = trial_view(bt);
+  const float* x = v.x;
+  decimate_levels(
+      bt, v, [&](std::int64_t t) { return x[t]; }, sm);
+}
+
+__global__ void __launch_bounds__(kSearchThreads) masked_levels_kernel(const TrialBatch bt) {
+  __shared__ StatsSmem sm;
+  const TrialView v = trial_view(bt);
+  float* prev = bt.s.yprev + static_cast<std::int64_t>(blockIdx.x) * bt.s.a_stride;
+  for (std::int64_t i = threadIdx.x; i < bt.ylen; i += blockDim.x)
+    prev[i] = v.y[i];
+  __syncthreads();
+  // As search_baseline(): r = x - b (float), masked to b where r > float(3 sigma) (in double).
+  const auto limit = static_cast<float>(kDevBaselineMaskSigma * bt.sigma[v.row]);
+  const float* x = v.x;
+  const std::int64_t ylen = bt.ylen;
+  const double step = bt.step;
+  decimate_levels(
+      bt, v,
+      [&](std::int64_t t) {
+        const float b = baseline_at(prev, ylen, step, t);
+        return __fsub_rn(x[t], b) > limit ? b : x[t];
+      },
+      sm);
 }
 
 __global__ void __launch_bounds__(kSearchThreads)
@@ -168,6 +203,21 @@ void launch_baseline_levels(const TrialBatch& b, const Stream* stream) {
   check_batch(b);
   baseline_levels_kernel<<<b.count, kSearchThreads, 0, WB_STREAM(stream)>>>(b);
   WB_CUDA_CHECK_LAUNCH();
+}
+
+void launch_masked_baseline_levels(const TrialBatch& b, const Stream* stream) {
+  check_batch(b);
+  masked_levels_kernel<<<b.count, kSearchThreads, 0, WB_STREAM(stream)>>>(b);
+  WB_CUDA_CHECK_LAUNCH();
+}
+
+void launch_search_baseline(const TrialBatch& b, const Stream* stream) {
+  launch_baseline_levels(b, stream);
+  launch_residual_rms(b, stream);
+  for (int pass = 1; pass < kDevBaselinePasses; ++pass) {
+    launch_masked_baseline_levels(b, stream);
+    launch_residual_rms(b, stream);
+  }
 }
 
 void launch_write_baseline(const TrialBatch& b, float* out, const Stream* stream) {

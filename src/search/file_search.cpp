@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "search/gulp_searcher.hpp"
+#include "warpbeam/dedisp.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/progress.hpp"
 #include "warpbeam/search.hpp"
@@ -25,6 +26,42 @@ constexpr float kMinRms = 1e-2f;  // channels have unit sigma: a real trial has 
 // Field by field, the larger of two workspaces.
 Workspace larger(const Workspace& a, const Workspace& b) {
   return {std::max(a.host_bytes, b.host_bytes), std::max(a.device_bytes, b.device_bytes)};
+}
+
+// The delay, in samples, of DM 1 at the lowest frequency of `h` relative to its highest.
+double samples_per_dm(const io::FilterbankHeader& h) {
+  const double top = std::max(h.fch1, h.fch1 + (h.nchans - 1) * h.foff);
+  const double bottom = std::min(h.fch1, h.fch1 + (h.nchans - 1) * h.foff);
+  return dedisp::dispersion_delay_s(1.0, bottom, top) / h.tsamp;
+}
+
+// The largest dm_max (from c.dm_min) whose DM list's last trial delays the lowest channel by at
+// most nsamples - need samples (the rounding of delay_table()); -1 when even dm_min does not.
+double largest_dm_max(const FileSearchConfig& c, const io::FilterbankHeader& h, std::int64_t need) {
+  const double per_dm = samples_per_dm(h);
+  const double room = static_cast<double>(h.nsamples - need);
+  auto fits = [&](double dm_max) {
+    const auto dms = dedisp::dm_list_dedisp(c.dm_min, dm_max, c.pulse_width_us, c.dm_tolerance,
+                                            h.nchans, h.tsamp, h.fch1, h.foff);
+    return static_cast<double>(std::lround(dms.back() * per_dm)) <= room;
+  };
+  if (room < 0 || !fits(c.dm_min)) return -1;
+  double dm = per_dm > 0 ? room / per_dm : c.dm_max;
+  for (int i = 0; i < 200 && dm > c.dm_min && !fits(dm); ++i)
+    dm = std::max(c.dm_min, dm * 0.99);  // the list may step past dm_max: back off
+  return std::floor(dm * 100) / 100;
+}
+
+// "lower dm_max to X" or, when no DM range fits, why (the CLI writes the fields as its flags).
+std::string dm_max_advice(const FileSearchConfig& c, const io::FilterbankHeader& h,
+                          std::int64_t need) {
+  const double dm = largest_dm_max(c, h, need);
+  if (dm < 0)
+    return fmt::format(
+        "no dm_max works: the data are too short to search from DM {} (dm_min; the search "
+        "needs at least {} samples after the largest delay)",
+        c.dm_min, need);
+  return fmt::format("lower dm_max to at most {:.2f}", dm);
 }
 
 }  // namespace
@@ -132,6 +169,19 @@ nlohmann::json RunOptions::to_json() const {
           {"autotune", autotune}};
 }
 
+void SearchResult::add_zapped(const std::vector<std::uint8_t>& gulp_reasons) {
+  if (zapped.size() < gulp_reasons.size()) zapped.resize(gulp_reasons.size(), kZapNone);
+  for (std::size_t c = 0; c < gulp_reasons.size(); ++c)
+    if (zapped[c] == kZapNone) zapped[c] = gulp_reasons[c];
+}
+
+std::vector<int> SearchResult::zapped_channels(std::uint8_t reason) const {
+  std::vector<int> out;
+  for (std::size_t c = 0; c < zapped.size(); ++c)
+    if (zapped[c] == reason) out.push_back(static_cast<int>(c));
+  return out;
+}
+
 nlohmann::json SearchResult::to_json() const {
   return {{"backend", backend},
           {"dedisp_method", dedisp_method},
@@ -152,6 +202,10 @@ nlohmann::json SearchResult::to_json() const {
           {"bytes_to_device", bytes_to_device},
           {"bytes_from_device", bytes_from_device},
           {"min_channels_kept", min_channels_kept},
+          {"zapped_channels",
+           {{"mask", zapped_channels(kZapMask)},
+            {"dead_or_nonfinite", zapped_channels(kZapDead)},
+            {"outlier", zapped_channels(kZapOutlier)}}},
           {"seconds",
            {{"read", seconds_read},
             {"rfi", seconds_rfi},
@@ -180,20 +234,56 @@ FileSearchPlan::FileSearchPlan(FileSearchConfig config, RunOptions options,
   if (!config_.zap.empty() && config_.zap.channels().back() >= h.nchans)
     fail(ErrorCategory::invalid_argument, "zap: channel {} is outside 0-{} of '{}'",
          config_.zap.channels().back(), h.nchans - 1, name_);
+  // Sizes from the header are checked before anything is sized by them (a 327-byte file with
+  // nchans 16777216 built a 17.5 GiB delay table before its 0 samples were noticed).
+  if (h.nsamples < 1)
+    fail(ErrorCategory::format,
+         "'{}' holds no whole time sample ({} channels of {} bits): nothing to search", name_,
+         h.nchans, h.nbits);
+  // A search that cannot find anything fails with the reason (issue 18, B5): zero-DM subtraction
+  // of one channel subtracts the channel itself, and no channel leaves nothing.
+  const auto unmasked = h.nchans - static_cast<int>(config_.zap.channels().size());
+  if (unmasked == 0)
+    fail(ErrorCategory::invalid_argument, "zap: every channel of '{}' is masked", name_);
+  if (config_.zero_dm && unmasked < 2)
+    fail(ErrorCategory::invalid_argument,
+         "'{}' has {} channel{} left to search: zero-DM subtraction (zero_dm, the default) would "
+         "subtract it from itself and leave nothing; set zero_dm = false (--no-zero-dm)",
+         name_, unmasked, unmasked == 1 ? "" : "s");
 
   // DM list and delays.
   dms_ = dedisp::dm_list_dedisp(config_.dm_min, config_.dm_max, config_.pulse_width_us,
                                 config_.dm_tolerance, h.nchans, h.tsamp, h.fch1, h.foff);
+  {
+    // The largest delay (the last trial's at the lowest frequency) and the table's size, before
+    // the table: the same rounding as delay_table().
+    const double widest = dms_.back() * samples_per_dm(h);
+    if (!(widest + kMinBoxcars <= static_cast<double>(h.nsamples)))
+      fail(ErrorCategory::invalid_argument,
+           "'{}' holds {} samples ({:.3f} s) but the dispersion delay at DM {} is {:.0f} samples "
+           "({:.3f} s), and the search needs {} more: {}",
+           name_, h.nsamples, h.duration_s(), dms_.back(), widest, widest * h.tsamp, kMinBoxcars,
+           dm_max_advice(config_, h, kMinBoxcars));
+    const std::int64_t table = static_cast<std::int64_t>(dms_.size()) * h.nchans * 4;
+    if (table > o.memory_bytes)
+      fail(ErrorCategory::invalid_argument,
+           "the delay table of '{}' ({} DM trials x {} channels) needs {} MiB, more than "
+           "memory_bytes ({} MiB): raise memory_bytes or lower dm_max",
+           name_, dms_.size(), h.nchans, table >> 20, o.memory_bytes >> 20);
+  }
   dedisp::DedispersionConfig dc = dedispersion_config(0, 0, 0);
   dc.dms = dms_;
   delays_ = dedisp::delay_table(dc);
   max_delay_ = trial_max_delay(ndms() - 1);
   nout_ = h.nsamples - max_delay_;
-  if (nout_ < 1)
+  // Boxcars need kMinBoxcars valid centres (even width 1): fewer output samples search nothing
+  // ("boxcars 1-0", "no candidates", exit 0 before issue 18, B6).
+  if (nout_ < kMinBoxcars)
     fail(ErrorCategory::invalid_argument,
          "'{}' holds {} samples ({:.3f} s) but the dispersion delay at DM {} is {} samples "
-         "({:.3f} s): lower dm_max",
-         name_, h.nsamples, h.duration_s(), dms_.back(), max_delay_, max_delay_ * h.tsamp);
+         "({:.3f} s), leaving {} to search where at least {} are needed: {}",
+         name_, h.nsamples, h.duration_s(), dms_.back(), max_delay_, max_delay_ * h.tsamp, nout_,
+         kMinBoxcars, dm_max_advice(config_, h, kMinBoxcars));
   margin_ = config_.boxcar_max;
 
   // Gulp and DM chunk from the budgets. The default gulp is the same on both backends (the
@@ -231,6 +321,11 @@ FileSearchPlan::FileSearchPlan(FileSearchConfig config, RunOptions options,
   while (o.gulp == 0 && gulp > min_gulp && !fits(need(plane_len(gulp), ndm)))
     gulp = std::max(min_gulp, gulp / 2);
   const std::int64_t len = plane_len(gulp);
+  if (widest_boxcar(sc, len, 0) < 1)
+    fail(ErrorCategory::invalid_argument,
+         "gulp = {} gives planes of {} samples, fewer than the {} a boxcar search needs: a longer "
+         "gulp (or 0)",
+         o.gulp, len, kMinBoxcars);
   // The largest chunk of DM trials that fits: the needs are linear in the chunk.
   const Workspace fixed = need(len, 0), one = need(len, 1);
   auto most = [&](std::int64_t budget, std::int64_t f, std::int64_t per_trial) {
@@ -440,6 +535,7 @@ SearchResult FileSearchPlan::execute(io::FilterbankSource& source, const GulpHoo
     const auto t0 = std::chrono::steady_clock::now();
     const GulpRange r = gulp_range(gp.gulp);
     res.min_channels_kept = std::min(res.min_channels_kept, gp.channels_kept);
+    res.add_zapped(gp.zap_reason);
     clusterer.add(gp.peaks);
     const auto done =
         gp.gulp + 1 < gulps_ ? clusterer.take_final(r.own_end - margin_) : clusterer.finish();

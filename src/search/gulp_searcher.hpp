@@ -42,7 +42,8 @@ struct GulpPeaks {
   std::int64_t gulp = 0;
   std::int64_t tag = 0;  ///< the caller's (the pipeline: the beam)
   std::vector<Peak> peaks;
-  int channels_kept = 0;  ///< channels RFI cleaning kept in this gulp
+  int channels_kept = 0;                 ///< channels RFI cleaning kept in this gulp
+  std::vector<std::uint8_t> zap_reason;  ///< per channel: RfiReport::reason of this gulp
 };
 using GulpSink = std::function<void(GulpPeaks&&)>;
 

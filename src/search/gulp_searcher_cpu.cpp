@@ -79,6 +79,7 @@ class CpuGulpSearcher final : public GulpSearcher {
     out.gulp = g;
     out.tag = tag;
     out.channels_kept = rep.kept();
+    out.zap_reason = rep.reason;
     for (std::int64_t d0 = dm_begin_; d0 < dm_end_; d0 += plan_.dm_chunk()) {
       const std::int64_t d1 = std::min(dm_end_, d0 + plan_.dm_chunk());
       plane_.resize(static_cast<std::size_t>((d1 - d0) * len));

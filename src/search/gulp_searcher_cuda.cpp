@@ -88,6 +88,7 @@ struct Lane {
   // subband / fdmt: this lane's plan and its (chunk, plane length).
   std::optional<dedisp::DedispersionPlan> method_plan;
   std::pair<std::size_t, std::int64_t> method_key{};
+  std::vector<std::uint8_t> zap_reason;  // of the gulp in flight (RfiReport::reason)
 };
 
 class CudaGulpSearcher final : public GulpSearcher {
@@ -255,6 +256,7 @@ class CudaGulpSearcher final : public GulpSearcher {
     const RfiReport rep = w.cleaner.enqueue_clean(rfi_, &w.stream);
     w.cleaned.record(&w.stream);
     w.kept = rep.kept();
+    w.zap_reason = rep.reason;
     enqueue_chunks(w, r);
     w.gulp = g;
     w.tag = tag;
@@ -273,6 +275,7 @@ class CudaGulpSearcher final : public GulpSearcher {
     out.gulp = w.gulp;
     out.tag = w.tag;
     out.channels_kept = w.kept;
+    out.zap_reason = w.zap_reason;
     out.peaks.reserve(found.size());
     const std::int64_t max_peaks = plan_.search_config(0, 0, 0).max_peaks;
     auto it = found.begin();

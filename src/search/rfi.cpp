@@ -4,8 +4,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "search/rfi_rules.hpp"
@@ -24,13 +27,16 @@ void decide_channels(RfiReport& r, const RfiConfig& config) {
   // Zap: the user's mask, dead channels, then outliers of sigma among the rest.
   const int nchans = static_cast<int>(r.median.size());
   r.keep.assign(r.median.size(), 1);
+  r.reason.assign(r.median.size(), kZapNone);
   r.zapped_by_mask = r.zapped_dead = r.zapped_outlier = 0;
   for (int c = 0; c < nchans; ++c) {
     if (config.zap.contains(c)) {
       r.keep[c] = 0;
+      r.reason[c] = kZapMask;
       ++r.zapped_by_mask;
     } else if (!(r.sigma[c] > 0) || !std::isfinite(r.sigma[c]) || !std::isfinite(r.median[c])) {
       r.keep[c] = 0;
+      r.reason[c] = kZapDead;
       ++r.zapped_dead;
     }
   }
@@ -52,6 +58,7 @@ void decide_channels(RfiReport& r, const RfiConfig& config) {
       for (int c = 0; c < nchans; ++c)
         if (r.keep[c] && std::abs(r.sigma[c] - med) > limit) {
           r.keep[c] = 0;
+          r.reason[c] = kZapOutlier;
           ++r.zapped_outlier;
         }
     }
@@ -68,7 +75,16 @@ ChannelMask::ChannelMask(std::vector<int> channels) : channels_(std::move(channe
 }
 
 ChannelMask ChannelMask::parse(const std::string& spec) {
-  std::vector<int> out;
+  // from_chars, not sscanf: an out-of-range number is an error, not undefined behaviour.
+  const auto number = [](std::string_view t, long& v) {
+    while (!t.empty() && t.front() == ' ')
+      t.remove_prefix(1);
+    while (!t.empty() && t.back() == ' ')
+      t.remove_suffix(1);
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return !t.empty() && ec == std::errc() && end == t.data() + t.size();
+  };
+  std::vector<std::pair<long, long>> ranges;
   std::size_t pos = 0;
   while (pos <= spec.size()) {
     const std::size_t comma = std::min(spec.find(',', pos), spec.size());
@@ -79,20 +95,32 @@ ChannelMask ChannelMask::parse(const std::string& spec) {
       fail(ErrorCategory::invalid_argument, "channel list '{}': empty item", spec);
     }
     long a = 0, b = 0;
-    char dash = 0, extra = 0;
-    const int got = std::sscanf(item.c_str(), "%ld%c%ld%c", &a, &dash, &b, &extra);
-    if (got == 1) {
-      b = a;
-    } else if (!(got == 3 && dash == '-')) {
+    const std::size_t dash = item.find('-', 1);
+    const bool ok = dash == std::string::npos
+                        ? number(item, a) && number(item, b)
+                        : number(std::string_view(item).substr(0, dash), a) &&
+                              number(std::string_view(item).substr(dash + 1), b);
+    if (!ok)
       fail(ErrorCategory::invalid_argument,
            "channel list: '{}' is not a channel or a range such as 10-20", item);
-    }
     if (a < 0 || b < a || b > (1 << 24))
       fail(ErrorCategory::invalid_argument, "channel list: '{}' is not a valid channel range",
            item);
+    ranges.emplace_back(a, b);
+  }
+  // Overlapping ranges merged before they are expanded: the list holds each channel once, at
+  // most 2^24 + 1 of them (twenty "0-16777216" took 2.3 GB when expanded one by one).
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<long, long>> merged;
+  for (const auto& r : ranges)
+    if (!merged.empty() && r.first <= merged.back().second + 1)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  std::vector<int> out;
+  for (const auto& [a, b] : merged)
     for (long c = a; c <= b; ++c)
       out.push_back(static_cast<int>(c));
-  }
   return ChannelMask(std::move(out));
 }
 

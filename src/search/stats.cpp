@@ -95,7 +95,7 @@ int baseline_levels(std::int64_t window_samples, std::int64_t n) {
   if (n < 5) return 0;
   int k = 1;
   std::int64_t p = 5;
-  while (p * 5 <= window_samples && p * 5 <= n) {
+  while (p * 5 <= window_samples && p * 15 <= n) {
     p *= 5;
     ++k;
   }
@@ -130,6 +130,20 @@ void running_median_baseline(const float* x, std::int64_t n, int levels, float* 
       baseline[t] = static_cast<float>(static_cast<double>(y[i]) +
                                        f * (static_cast<double>(y[i + 1]) - y[i]));
     }
+  }
+}
+
+void search_baseline(const float* x, std::int64_t n, int levels, float* baseline, float* masked,
+                     float* scratch) {
+  running_median_baseline(x, n, levels, baseline, scratch);
+  for (int pass = 1; pass < kBaselinePasses; ++pass) {
+    for (std::int64_t t = 0; t < n; ++t)
+      masked[t] = x[t] - baseline[t];  // the residual of the previous pass
+    const auto limit =
+        static_cast<float>(kBaselineMaskSigma * robust_rms(masked, n, 0.0f, scratch));
+    for (std::int64_t t = 0; t < n; ++t)
+      masked[t] = masked[t] > limit ? baseline[t] : x[t];
+    running_median_baseline(masked, n, levels, baseline, scratch);
   }
 }
 

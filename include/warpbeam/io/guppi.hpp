@@ -81,11 +81,13 @@ class GuppiReader final : public VoltageReader {
   std::int64_t nblocks() const { return nblocks_; }
 
  private:
+  void open_first_header();  // the constructor's work once the file is open
+
   std::string path_;
   std::FILE* fp_ = nullptr;
   GuppiHeader first_;
   VoltageStreamInfo info_;
-  std::int64_t nblocks_ = 0, block_index_ = 0, samples_read_ = 0;
+  std::int64_t nblocks_ = 0, block_index_ = 0, samples_read_ = 0, file_bytes_ = 0;
   std::vector<std::uint8_t> raw_;
 };
 

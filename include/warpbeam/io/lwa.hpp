@@ -74,6 +74,10 @@ struct TbfFrameHeader {
   std::int64_t time_tag = 0;
 };
 
+/// The kind of LWA frame an id byte names ("LWA TBF" for 1, "LWA COR (correlator visibility)"
+/// for 2, "LWA TBX" for 8, "unknown LWA" otherwise): frames of one sync word, told apart by it.
+std::string lwa_frame_name(int id);
+
 /// Decodes the 24 header bytes of a frame. Does not validate (TbfReader does).
 TbfFrameHeader decode_tbf_header(const std::uint8_t* bytes);
 /// Encodes a header into 24 bytes (nstand 256 is written as 0, as the LWA-SV F-engine does).
@@ -264,6 +268,10 @@ struct Ssmif {
   /// F-engine input k (0-based) -> antenna number (1-based), board-major from SNAP_ANT (the
   /// post-2025 LWA-SV digitisers), else ROACH_ANT, else DP1_ANT; identity when none is given.
   std::vector<int> input_antenna;
+  /// The file gives N_RPD and an RPD_LENG for every cable (else the cables are MCS0031 defaults).
+  bool cable_lengths_given = false;
+  /// The file gives a digitiser map (SNAP_ANT, ROACH_ANT or DP1_ANT) for every input.
+  bool input_map_given = false;
 
   int nstand() const { return static_cast<int>(stand_xyz_m.size()); }
 
@@ -287,15 +295,17 @@ struct TbfStationModel {
 };
 
 /// Builds the model of `tbf_nstand` TBF inputs. Throws format when the SSMIF describes a
-/// different number of stands, or when the two inputs of a TBF stand are not the X (N-S) and Y
-/// (E-W) antennas of one stand. `subset`: the file may hold fewer stands than the station (TBX
-/// records 64 or 128 of them); its stand s is then F-engine inputs 2s and 2s + 1, as for TBF (an
-/// assumption: LSL indexes TBX data by digitiser number the same way), and only more stands
-/// than the SSMIF has is an error.
+/// different number of stands, lacks the cable table or the digitiser map (a truncated file), or
+/// when the two inputs of a TBF stand are not the X (N-S) and Y (E-W) antennas of one stand.
+/// `subset`: the file may hold fewer stands than the station (TBX records 64 or 128 of them); its
+/// stand s is then F-engine inputs 2s and 2s + 1, as for TBF (an assumption: LSL indexes TBX data
+/// by digitiser number the same way), and only more stands than the SSMIF has is an error.
 TbfStationModel tbf_station_model(const Ssmif& ssmif, int tbf_nstand, bool subset = false);
 
 /// Parses an SSMIF text file. Throws io when it cannot be read, format for a malformed line, a
-/// missing N_STD, an index out of range or a non-numeric value.
+/// missing N_STD, an index out of range, a non-numeric value, more than 65536 digitiser inputs, or
+/// a declared table with missing entries (N_RPD cables without RPD_LENG each; N_SNAP x N_SNAPCH
+/// inputs without SNAP_ANT each).
 Ssmif read_ssmif(const std::string& path);
 
 }  // namespace warpbeam::io

@@ -146,9 +146,16 @@ struct SearchResult {
   std::int64_t memory_bytes = 0;         ///< the host buffers, by the plans' reports
   std::int64_t device_memory_bytes = 0;  ///< cuda: the device buffers, by the plans' reports
   int min_channels_kept = 0;             ///< fewest channels kept by RFI cleaning in a gulp
-  std::string backend;                   ///< "cpu" or "cuda"
-  std::string dedisp_method;             ///< the method that ran: "brute", "subband" or "fdmt"
-  std::string dedisp_choice;             ///< why (dedisp automatic): modelled times, S/N; else ""
+  /// Per channel: why RFI cleaning zapped it in at least one gulp (ZapReason; the first reason
+  /// seen), kZapNone for a channel kept in every gulp. to_json() lists them by reason.
+  std::vector<std::uint8_t> zapped;
+  /// Adds one gulp's reasons (RfiReport::reason) to `zapped`.
+  void add_zapped(const std::vector<std::uint8_t>& gulp_reasons);
+  /// The channels zapped for `reason` in at least one gulp, ascending.
+  std::vector<int> zapped_channels(std::uint8_t reason) const;
+  std::string backend;        ///< "cpu" or "cuda"
+  std::string dedisp_method;  ///< the method that ran: "brute", "subband" or "fdmt"
+  std::string dedisp_choice;  ///< why (dedisp automatic): modelled times, S/N; else ""
   /// Time of each stage (s). cpu: wall time of read, rfi, dedisp, search, cluster. cuda: read =
   /// host reads + copies to the GPU; rfi, dedisp and search = GPU time between events on the
   /// stream of each gulp (the two streams overlap, so the stages sum to more than the wall time);

@@ -51,11 +51,17 @@ struct RfiConfig {
   void validate(int nchans) const;
 };
 
+/// Why RFI cleaning zapped a channel: the user's mask; dead (sigma 0) or not finite (NaN or Inf
+/// samples); an outlier of sigma among the channels.
+enum ZapReason : std::uint8_t { kZapNone = 0, kZapMask = 1, kZapDead = 2, kZapOutlier = 3 };
+
 /// Per-channel statistics of one gulp and the channels kept.
 struct RfiReport {
   std::vector<float> median;       ///< per channel: tree_median of its samples
   std::vector<double> sigma;       ///< per channel: robust_rms about the median
   std::vector<std::uint8_t> keep;  ///< per channel: 1 = kept, 0 = zapped (mask, dead, outlier)
+  /// per channel: why it was zapped (ZapReason), kZapNone when kept.
+  std::vector<std::uint8_t> reason;
   int zapped_by_mask = 0, zapped_dead = 0, zapped_outlier = 0;
   int kept() const;
 };

@@ -6,9 +6,13 @@
 // CPU executor: same peaks (dm_trial, sample, filter) with S/N within 1e-3 relative. Medians are
 // selections (no rounding); sums that matter are in double (order-independent to ~1e-16).
 // THE GPU PORT MUST FOLLOW, stage by stage, for every DM trial d of a plane of n samples:
-//   1. baseline   running_median_baseline(): K = baseline_levels() decimations by 5 (median of
-//                 5 for the first two levels, mean of 5 after; incomplete groups dropped), then
-//                 linear interpolation back to every sample (positions in double);
+//   1. baseline   search_baseline(): kBaselinePasses passes of running_median_baseline(): K =
+//                 baseline_levels() decimations by 5 (median of 5 for the first two levels, mean
+//                 of 5 after; incomplete groups dropped), then linear interpolation back to every
+//                 sample (positions in double); each pass after the first decimates the series
+//                 with the samples more than kBaselineMaskSigma * robust_rms() above the previous
+//                 pass's baseline replaced by that baseline, so that a bright pulse does not
+//                 raise its own baseline;
 //   2. residual   r[t] = x[t] - baseline[t] (float);
 //   3. RMS        robust_rms(): sigma0 = kMadToSigma * tree_median(|r|); sigma = sqrt(sum of r^2
 //                 over |r| <= kClipSigma * sigma0, divided by (count * kClipVarianceFactor)),
@@ -45,9 +49,11 @@
 namespace warpbeam::search {
 
 /// Decimation levels K of the running-median baseline: the largest K with 5^K <= window, but
-/// at least 1, and at most the largest K with 5^K <= n (so 0 only when n < 5: then the baseline
+/// at least 1, and at most the largest K with 3 * 5^K <= n, so that the last level has at least
+/// three values and the baseline can follow a slow trend (0 only when n < 5: then the baseline
 /// is the lower median of the series). window_samples = the baseline window in samples
-/// (heimdall: baseline_length = 2 s).
+/// (heimdall: baseline_length = 2 s). With only 5^K <= n, a file shorter than the window had one
+/// value, a flat baseline, and a bright pulse's zero-DM trough inflated the noise (issue 18, B4).
 int baseline_levels(std::int64_t window_samples, std::int64_t n);
 
 /// Running-median baseline of x[0..n) (heimdall's RemoveBaselinePlan idea): level 0 is x;
@@ -60,6 +66,18 @@ int baseline_levels(std::int64_t window_samples, std::int64_t n);
 /// centres. levels 0 (n < 5): the lower median of x everywhere. `scratch`: n / 5 + 8 floats.
 void running_median_baseline(const float* x, std::int64_t n, int levels, float* baseline,
                              float* scratch);
+
+/// Stage 1's passes and mask (see the header comment and search_baseline()).
+inline constexpr int kBaselinePasses = 3;
+inline constexpr double kBaselineMaskSigma = 3.0;
+
+/// Stage 1: the baseline of x[0..n) as the search uses it. b_0 = running_median_baseline(x);
+/// for p = 1 .. kBaselinePasses - 1: r[t] = x[t] - b_{p-1}[t] (float), s = robust_rms(r, centre
+/// 0), m[t] = r[t] > float(kBaselineMaskSigma * s) ? b_{p-1}[t] : x[t], b_p =
+/// running_median_baseline(m); the result is the last b. `masked`: n floats; `scratch`:
+/// 2 n floats (at least n / 5 + 8).
+void search_baseline(const float* x, std::int64_t n, int levels, float* baseline, float* masked,
+                     float* scratch);
 
 /// One peak ("giant" in heimdall): the best sample of a run of consecutive samples whose S/N
 /// (one DM trial, one boxcar width) is >= the threshold.

@@ -23,7 +23,10 @@
 
 namespace warpbeam::sim {
 
-struct SkySource {
+/// A point source of the station simulator (named apart from sim/voltages.hpp's SkySource: two
+/// different structs of one name in one namespace broke the one-definition rule, and the linker
+/// kept one copy of the vector code for both, reading past the smaller one).
+struct StationSource {
   double l = 0, m = 0;         ///< direction cosines (East, North); l^2 + m^2 <= 1
   double flux = 1;             ///< Stokes I, in units of voltage power (<|X|^2> when unpolarised)
   double q = 0, u = 0, v = 0;  ///< fractional Stokes Q, U, V (q^2 + u^2 + v^2 <= 1)
@@ -33,7 +36,7 @@ struct StationSimConfig {
   std::vector<std::array<double, 3>> stand_xyz_m;  ///< [nstand] East, North, Up (m)
   std::vector<double> freqs_hz;                    ///< [nchan]
   std::int64_t ntime = 1000;                       ///< spectra
-  std::vector<SkySource> sources;
+  std::vector<StationSource> sources;
   int ndiffuse = 0;
   double diffuse_flux = 0;
   double receiver_noise = 1;

@@ -1,0 +1,27 @@
+// PSRFITS search mode (through open_filterbank, as the search and `info` open it; the same
+// harness as fuzz_sigproc, seeded with PSRFITS files): the header, the derived figures `info`
+// prints, and the data read in gulps.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "fuzz_common.hpp"
+#include "warpbeam/io/filterbank_source.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  wbfuzz::run([&] {
+    auto src = warpbeam::io::open_filterbank(wbfuzz::write_input(data, size, ".fits"));
+    const auto& h = src->header();
+    if (h.nchans < 1) return;
+    volatile double figures = h.fmin_mhz() + h.fmax_mhz() + h.bandwidth_mhz() + h.duration_s();
+    (void)figures;
+    // Gulps of at most 2^20 values (nchans may be 2^24: the target's own buffer must not be what
+    // exceeds the 1 GiB limit).
+    const std::int64_t rows =
+        std::max<std::int64_t>(1, std::min<std::int64_t>(64, (1 << 20) / h.nchans));
+    std::vector<float> gulp(static_cast<std::size_t>(h.nchans * rows));
+    while (src->read(rows, gulp.data()) > 0) {
+    }
+  });
+  return 0;
+}
