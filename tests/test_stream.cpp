@@ -564,11 +564,13 @@ TEST(StreamCli, TheLivePageShowsLiveCountersInChromiumAndMetricsParseAsPrometheu
   EXPECT_GE(status["counters"]["packets"].get<double>(), m["warpbeam_stream_packets_total"]);
 
   // The page as a browser renders it: the script has filled in the counters from status.json.
-  // Chromium's start on a loaded machine can be slow: up to three tries, each with its own
-  // profile folder.
+  // Chromium's start on a loaded machine can be slow or fail at once (seen in a clean-clone
+  // CI run under load: three tries of 0 bytes within 10 s): up to five tries, 2 s apart, each
+  // with its own profile folder.
   std::string html;
-  for (int attempt = 0; attempt < 3 && html.find("id=\"state\">live<") == std::string::npos;
+  for (int attempt = 0; attempt < 5 && html.find("id=\"state\">live<") == std::string::npos;
        ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::seconds(2));
     const std::string dom = d.file(fmt::format("dom{}.html", attempt));
     std::system(fmt::format("timeout 60 chromium --headless --no-sandbox --disable-gpu "
                             "--no-first-run --disable-dev-shm-usage --user-data-dir='{}' "
