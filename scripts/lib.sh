@@ -95,6 +95,6 @@ wb_build_sanitize() {
   while read -r t _; do
     targets+=("fuzz_$t")
   done < <(awk '!/^#/ && NF' tests/fuzz/targets.txt)
-  wb_log "building the sanitized CLI, ${#targets[@]} test and fuzz binaries with $(nproc) jobs"
+  wb_log "building the sanitized CLI, $((${#targets[@]} - 1)) test and fuzz binaries with $(nproc) jobs"
   cmake --build --preset sanitize -j "$(nproc)" --target "${targets[@]}"
 }
