@@ -64,7 +64,8 @@ AlgorithmChoice select_algorithm(const DedispersionConfig& config, Backend backe
     auto c = config;
     c.algorithm = a;
     try {
-      auto t = detail::make_method_tables(c, backend, delays, nout);
+      const auto tp = detail::cached_method_tables(c, backend, delays, nout);
+      const detail::MethodTables& t = *tp;
       snr = worst(t.report.snr_fraction);
       if (a == Algorithm::subband) ch.subband_trials = t.report;
       if (snr < min_snr_fraction) {
