@@ -19,6 +19,10 @@
 // sub-band, one broadcast offset load and 8 (shared load, fp32 add) pairs, 32 consecutive words
 // per warp (no bank conflict).
 //
+// Occupancy: two blocks per SM (32 warps, 50 %; __launch_bounds__ keeps the registers within
+// 64 per thread, shared memory ~92 KB per block): the first kernel ran at 25 % (2 blocks of 8
+// warps) with 0.41 eligible warps per scheduler, latency-bound (ncu, 2026-12-02).
+//
 // Expected rate. Bound by shared-memory load issue: one 4-byte load per addition, 32 per clock
 // per SM, i.e. 8.4e12 additions/s on an H200 (132 SMs x 1.98 GHz): the same per-load rate as the
 // packed brute-force kernel, which does two additions per load (8.3e12 additions/s measured).
@@ -40,7 +44,7 @@ constexpr int TPW = kSubbandGroupTrials / kSubbandGroupWarps;  // trials per war
 constexpr int BT = kSubbandBlockSamples;
 static_assert(kSubbandGroupTrials % kSubbandGroupWarps == 0, "whole trials per warp");
 
-__global__ void __launch_bounds__(32 * NW) subband_group_kernel(const SubbandStage2Args a) {
+__global__ void __launch_bounds__(32 * NW, 2) subband_group_kernel(const SubbandStage2Args a) {
   extern __shared__ __align__(16) float smem[];
   const int R = a.row_words;
   const int CC = a.subbands_per_stage;
