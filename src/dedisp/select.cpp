@@ -22,18 +22,15 @@ struct Rates {
 // (2026-12-02, one D1 gulp): sub-band 4.5-4.8x brute force for 7.2x fewer additions (9.5e9
 // additions per CPU second against brute force's 1.5e10: 0.63 of it, the model says 0.8),
 // FDMT 0.99x (memory-bound, 5.3 GB/s): the model's order is the measured one.
-// CUDA (H200, measured 2026-12-02 on D1, docs/results/s12-c and the ncu run of
-// /work/sub-gpu-results): brute force 8.3e12 additions/s with the packed kernel (packed input)
-// and 6.0e12 with the tiled fp32 kernel (channel-major float input: the GPU search); the
-// sub-band method 1.36e12 additions/s end to end (0.1205 s for 1.64e11), FDMT's levels
-// 2.9e12 bytes/s (0.2656 s for 7.71e11 bytes, 68 % of the copy rate). Those are the rates of the
-// first sub-band stage-2 kernel; the group kernel (cuda_subband_group.cu) is expected ~3x faster
-// but is not measured yet, so the model keeps the measured figure (it may pass the sub-band
-// method over where it would now win; it does not pick it where it loses).
+// CUDA (H200, measured 2026-12-02 on D1, docs/PERFORMANCE.md "Sub-band and FDMT on the GPU"):
+// brute force 8.3e12 additions/s with the packed kernel (packed input) and 6.0e12 with the tiled
+// fp32 kernel (channel-major float input: the GPU search); the sub-band method 2.6e12 additions/s
+// end to end with the group stage-2 kernel (0.0622 s for 1.64e11; 1.36e12 with the first
+// kernel), FDMT's levels 2.9e12 bytes/s (0.260 s for 7.71e11 bytes, 70 % of the copy rate).
 Rates rates(const DedispersionConfig& c, Backend b) {
   if (b == Backend::cuda) {
     const bool packed = !c.channel_major && c.nbits <= 8;
-    return {packed ? 8.3e12 : 6.0e12, 1.36e12, 2.9e12 / 8, 2.9e12};
+    return {packed ? 8.3e12 : 6.0e12, 2.6e12, 2.9e12 / 8, 2.9e12};
   }
   return {1.36e10, 1.1e10, 1.1e10, 1e10};
 }
