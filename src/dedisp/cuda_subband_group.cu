@@ -28,7 +28,10 @@
 // packed brute-force kernel, which does two additions per load (8.3e12 additions/s measured).
 // The staging adds phases x (256 + span) / (trials x 256) global loads per addition: D1, ~17
 // trials, 1-2 phases, span ~100-500: 0.05-0.25. D1's stage 2 is 1122 x 64 x 1.03e6 = 7.4e10
-// additions: at ~60 % of the bound, ~15 ms (from ~95 ms), stage 1 unchanged (~28 ms).
+// additions: at ~60 % of the bound, ~15 ms (from ~90 ms), stage 1 unchanged (~28 ms).
+// Measured (H200, 2026-12-02, 2^18 samples): 8.04 ms against the first kernel's 22.95 ms, i.e.
+// 2.3e12 additions/s, 28 % of the bound (0.99 eligible warps per scheduler: still latency-bound
+// on the staging); the whole D1 sub-band run 62 ms (from 120 ms). docs/PERFORMANCE.md.
 #include <cuda_runtime.h>
 
 #include "core/cuda_check.hpp"
