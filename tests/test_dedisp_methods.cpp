@@ -599,3 +599,47 @@ TEST(DedispMethods, WorkspaceEstimateIsWhatTheCpuPlanHolds) {
   EXPECT_THROW(DedispersionPlan::preview(c, Backend::cpu), Error);
   EXPECT_THROW(DedispersionPlan::estimate_workspace(c, Backend::cpu), Error);
 }
+
+// The sub-band and FDMT tables are derived once per configuration and shared by the plans of it
+// (method_cache.cpp): plans that differ only in the samples per execute share one report (the
+// same object); a change of any field the tables depend on gives a plan its own.
+TEST(DedispMethods, PlansOfOneConfigurationShareTheirTables) {
+  auto config = [](Algorithm a, std::int64_t nout) {
+    DedispersionConfig c;
+    c.nchans = 130;
+    c.fch1_mhz = 1200;
+    c.foff_mhz = 0.7;
+    c.tsamp_s = 64e-6;
+    c.nbits = 8;
+    c.dms = dm_list_dedisp(0, 150, 40, 1.25, c.nchans, c.tsamp_s, c.fch1_mhz, c.foff_mhz);
+    c.algorithm = a;
+    c.fdmt.block = 512;
+    const auto d = delay_table(c);
+    c.nsamples_in = *std::max_element(d.begin(), d.end()) + nout;
+    return c;
+  };
+  for (Algorithm a : {Algorithm::subband, Algorithm::fdmt}) {
+    SCOPED_TRACE(to_string(a));
+    const DedispersionPlan first(config(a, 1000), Backend::cpu);
+    const DedispersionPlan longer(config(a, 3000), Backend::cpu);
+    EXPECT_EQ(&first.trials(), &longer.trials());
+    EXPECT_EQ(first.trials().dms, longer.trials().dms);
+    std::vector<DedispersionConfig> changed(5, config(a, 1000));
+    changed[0].killmask.assign(130, 1);
+    changed[0].killmask[7] = 0;
+    changed[1].pulse_width_us = 80;
+    changed[2].dms.pop_back();
+    changed[3].tsamp_s = 128e-6;
+    if (a == Algorithm::subband)
+      changed[4].subband.subbands = 4;
+    else
+      changed[4].fdmt.block = 256;
+    for (std::size_t k = 0; k < changed.size(); ++k) {
+      auto& c = changed[k];
+      const auto d = delay_table(c);
+      c.nsamples_in = *std::max_element(d.begin(), d.end()) + 1000;
+      const DedispersionPlan other(c, Backend::cpu);
+      EXPECT_NE(&other.trials(), &first.trials()) << "change " << k;
+    }
+  }
+}

@@ -5,7 +5,9 @@
 // each row's samples.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "test_util.hpp"
 #include "warpbeam/dedisp.hpp"
@@ -250,4 +252,42 @@ TEST(DedispMethodsGpu, WorkspaceIsBoundedByTheEstimate) {
           EXPECT_LE(e.device_bytes, 4 * w.device_bytes);
           EXPECT_EQ(e.host_bytes, w.host_bytes);  // the host tables, counted alike
         }
+}
+
+// Stage 2's two kernels (WARPBEAM_SUBBAND_STAGE2: "tile", one block per 8 trials; unset, one
+// block per group of up to 32 trials) against the CPU on a fine DM list whose coarse groups
+// hold more trials than a group block (tiles of 32 and a partial one) and fewer than its 16 warps
+// (warps that only stage), 8-bit and float input, an output length not a multiple of the
+// 256-sample time tile.
+TEST(DedispMethodsGpu, SubbandStage2KernelsMatchCpuOnLargeAndSmallGroups) {
+  WB_REQUIRE_GPU();
+  const Shape s{"256ch-fine", 256, 1400, -1, 64e-6, 60, 3001, 0.0};
+  for (int nbits : {8, 32}) {
+    auto c = make_config(s, Algorithm::subband, nbits, false);
+    c.dms = dm_list_dedisp(0, s.dm_max, 40, 1.003, s.nchans, s.tsamp, s.fch1, s.foff);
+    const auto d = delay_table(c);
+    c.nsamples_in = *std::max_element(d.begin(), d.end()) + s.nout;
+    const auto in = random_input(c, 4242 + nbits);
+    const auto ref = run_cpu(c, in);
+    for (const char* kernel : {"tile", "group"}) {
+      if (std::string(kernel) == "tile")
+        ::setenv("WARPBEAM_SUBBAND_STAGE2", "tile", 1);
+      else
+        ::unsetenv("WARPBEAM_SUBBAND_STAGE2");
+      DedispersionPlan gpu(c, Backend::cuda);
+      ::unsetenv("WARPBEAM_SUBBAND_STAGE2");
+      // The shape is what the test needs: a group above 32 trials and one below 16.
+      std::vector<int> size(gpu.trials().coarse_dms.size(), 0);
+      for (int j : gpu.trials().coarse_trial)
+        ++size[static_cast<std::size_t>(j)];
+      ASSERT_GT(*std::max_element(size.begin(), size.end()), 32);
+      ASSERT_LT(*std::min_element(size.begin(), size.end()), 16);
+      const std::string desc = gpu.kernel_description();
+      EXPECT_NE(desc.find(std::string(kernel) == "tile" ? "per 8 trials" : "per group"),
+                std::string::npos)
+          << desc;
+      ASSERT_TRUE(series_match(ref, run_gpu(gpu, in), gpu.ndms(), gpu.nsamples_out()))
+          << kernel << " kernel, nbits " << nbits << " (" << desc << ")";
+    }
+  }
 }

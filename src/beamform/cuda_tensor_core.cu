@@ -22,12 +22,15 @@
 #include <algorithm>
 
 #include "beamform/cuda_common.cuh"
+#include "beamform/cuda_mma.cuh"
 #include "beamform/executor.hpp"
 #include "core/cuda_check.hpp"
 #include "warpbeam/device.hpp"
 
 namespace warpbeam::beamform::detail {
 namespace {
+
+using namespace mma;
 
 constexpr int kBM = 64;  // A' rows per block (32 beams)
 constexpr int kBeams = kBM / 2;
@@ -47,29 +50,6 @@ struct Params : ShapeParams {
   bool vector_loads;
   int nchan_tiles;
 };
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-__device__ __forceinline__ void mma_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                          unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ unsigned pack_half2(float2 v) {
   const __half2 h = __floats2half2_rn(v.x, v.y);
@@ -206,7 +186,7 @@ __global__ void __launch_bounds__(kThreads)
       cp_async16(As + (buf * kBM + r) * kLd + 8 * q,
                  src + static_cast<std::int64_t>(r) * p.kpad + 8 * q);
     }
-    asm volatile("cp.async.commit_group;\n" ::);
+    cp_async_commit();
   };
   XLoader<D, NP> xl;
   const int xt = tid / 2, xh = tid % 2;  // this thread's X' row (time) and antenna half
@@ -245,7 +225,7 @@ __global__ void __launch_bounds__(kThreads)
   load_a(0, 0);
   load_x(0);
   store_x(0, 0);
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  cp_async_wait_all();
   __syncthreads();
 
   for (int s = 0; s < nstages; ++s) {
@@ -303,7 +283,7 @@ __global__ void __launch_bounds__(kThreads)
       zero_acc();
     }
     if (s + 1 < nstages) store_x(s + 1, buf ^ 1);
-    asm volatile("cp.async.wait_group 0;\n" ::);
+    cp_async_wait_all();
     __syncthreads();
   }
 

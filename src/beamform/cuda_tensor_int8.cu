@@ -25,6 +25,7 @@
 #include <algorithm>
 
 #include "beamform/cuda_common.cuh"
+#include "beamform/cuda_mma.cuh"
 #include "beamform/executor.hpp"
 #include "beamform/int8.hpp"
 #include "core/cuda_check.hpp"
@@ -32,6 +33,8 @@
 
 namespace warpbeam::beamform::detail {
 namespace {
+
+using namespace mma;
 
 constexpr int kBN = 64;        // time samples per block
 constexpr int kBK = 64;        // k' bytes per stage (32 antennas)
@@ -47,29 +50,6 @@ struct Params : ShapeParams {
   bool raw;           // two's complement codes: expand by bit operations, not the table
   int nchan_tiles;
 };
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-__device__ __forceinline__ void mma_16832(int (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                          unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /// Four ci4 codes of one pol (bytes of w: high nibble re, low nibble im, two's complement) ->
 /// s8 (re, im) pairs: lo gets codes 0 and 1, hi codes 2 and 3.
@@ -240,7 +220,7 @@ __global__ void __launch_bounds__(64 * WM)
       cp_async16(As + (buf * kBM + r) * kLd + 16 * q,
                  src + static_cast<std::int64_t>(r) * p.kpad + 16 * q);
     }
-    asm volatile("cp.async.commit_group;\n" ::);
+    cp_async_commit();
   };
   XLoader<D, NP, kApt> xl;
   const int xt = tid / WM, xq = tid % WM;  // this thread's X' row (time) and antenna group
@@ -282,7 +262,7 @@ __global__ void __launch_bounds__(64 * WM)
   load_a(0, 0);
   load_x(0);
   store_x(0, 0);
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  cp_async_wait_all();
   __syncthreads();
 
   for (int s = 0; s < nstages; ++s) {
@@ -352,7 +332,7 @@ __global__ void __launch_bounds__(64 * WM)
       zero_acc();
     }
     if (s + 1 < nstages) store_x(s + 1, buf ^ 1);
-    asm volatile("cp.async.wait_group 0;\n" ::);
+    cp_async_wait_all();
     __syncthreads();
   }
 

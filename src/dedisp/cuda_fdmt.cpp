@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "core/cuda_check.hpp"
+#include "dedisp/cuda_method_host.hpp"
 #include "dedisp/cuda_methods.hpp"
 #include "dedisp/executor.hpp"
 #include "dedisp/method_tables.hpp"
@@ -21,13 +22,6 @@
 
 namespace warpbeam::dedisp::detail {
 namespace {
-
-template <class T>
-DeviceArray<T> upload(const std::vector<T>& v) {
-  DeviceArray<T> d(std::max<std::size_t>(v.size(), 1));
-  if (!v.empty()) copy_bytes(d.data(), v.data(), v.size() * sizeof(T));
-  return d;
-}
 
 struct LevelTables {
   DeviceArray<std::int32_t> a, b, shift, ext;
@@ -112,23 +106,7 @@ class CudaFdmtExecutor final : public Executor {
   void run(const PlanData& p, const std::uint8_t* in, const OutputTarget& out,
            const Stream* stream) {
     const auto& c = p.config;
-    if (c.channel_major)
-      fail(ErrorCategory::invalid_argument,
-           "this plan takes channel-major float32 input: call execute_channel_major()");
-    if (c.nbits >= 16 && reinterpret_cast<std::uintptr_t>(in) % (c.nbits / 8) != 0)
-      fail(ErrorCategory::invalid_argument,
-           "the device input of {}-bit samples must be aligned to {} bytes", c.nbits, c.nbits / 8);
-    TransposeArgs tr;
-    tr.in = in;
-    tr.row_bytes = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
-    tr.nsamples = c.nsamples_in;
-    tr.nchans = c.nchans;
-    tr.nbits = c.nbits;
-    tr.is_signed = c.is_signed;
-    tr.chan_row = row_of_chan_.data();
-    tr.scratch = scratch_.data();
-    tr.stride = stride_;
-    launch_transpose(tr, stream);
+    corner_turn(c, in, row_of_chan_.data(), scratch_.data(), stride_, stream);
     const unsigned flip =
         (!float_codes_ && c.is_signed && c.nbits > 1 && c.nbits <= 8) ? 1u << (c.nbits - 1) : 0u;
     transform(p, scratch_.data(), stride_, float_codes_, flip, out, stream);

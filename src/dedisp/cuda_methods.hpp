@@ -43,6 +43,12 @@ inline constexpr int kSubbandTrialsPerBlock = 8;    ///< one warp per fine trial
 inline constexpr int kSubbandSamplesPerThread = 8;  ///< output samples in registers
 inline constexpr int kSubbandBlockSamples = 32 * kSubbandSamplesPerThread;
 void launch_subband_stage2(const SubbandStage2Args& a, const Stream* stream);
+/// Stage 2 with one block per coarse group (cuda_subband_group.cu): tiles of up to
+/// kSubbandGroupTrials trials of one coarse DM, kSubbandGroupWarps warps; shared memory as
+/// above with kSubbandGroupTrials offsets per sub-band.
+inline constexpr int kSubbandGroupTrials = 32;
+inline constexpr int kSubbandGroupWarps = 16;
+void launch_subband_group(const SubbandStage2Args& a, const Stream* stream);
 
 /// One level of the FDMT for one time block: row r = A[t] + B[t + shift[r]] for
 /// t < block + ext[r] (the last level: t < block, written to output row r of `out` at t0).

@@ -14,8 +14,11 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/cuda_check.hpp"
+#include "dedisp/cuda_method_host.hpp"
 #include "dedisp/cuda_methods.hpp"
 #include "dedisp/executor.hpp"
 #include "dedisp/method_tables.hpp"
@@ -26,19 +29,20 @@
 namespace warpbeam::dedisp::detail {
 namespace {
 
-template <class T>
-DeviceArray<T> upload(const std::vector<T>& v) {
-  DeviceArray<T> d(std::max<std::size_t>(v.size(), 1));
-  if (!v.empty()) copy_bytes(d.data(), v.data(), v.size() * sizeof(T));
-  return d;
-}
-
 SmemLimits smem_limits() {
   int dev = 0, per_block = 0, per_sm = 0;
   WB_CUDA_CHECK(cudaGetDevice(&dev));
   WB_CUDA_CHECK(cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   WB_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
   return {static_cast<std::size_t>(per_block), static_cast<std::size_t>(per_sm)};
+}
+
+// The stage-2 kernel: one block per coarse group (cuda_subband_group.cu, the default) or per 8
+// trials (cuda_subband.cu, the first kernel), the latter kept for comparison on the GPU:
+// WARPBEAM_SUBBAND_STAGE2=tile picks it (a benchmarking override, read when a plan is made).
+bool stage2_group_kernel() {
+  const char* v = std::getenv("WARPBEAM_SUBBAND_STAGE2");
+  return v == nullptr || std::string_view(v) != "tile";
 }
 
 // One sub-band's stage-1 launch: its geometry and tables on the device.
@@ -103,14 +107,15 @@ class CudaSubbandExecutor final : public Executor {
     }
     series_ = DeviceArray<float>(static_cast<std::size_t>(std::max<std::int64_t>(offset, 1)));
 
-    // Stage-2 tiles: up to kSubbandTrialsPerBlock fine trials of one coarse DM each.
+    group_kernel_ = stage2_group_kernel();
+    const int trials_per_tile = group_kernel_ ? kSubbandGroupTrials : kSubbandTrialsPerBlock;
+    // Stage-2 tiles: up to trials_per_tile fine trials of one coarse DM each.
     std::vector<std::int32_t> tc, tf, tn;
     for (int j = 0; j < t_.ncoarse(); ++j)
-      for (std::int32_t i = t_.group_begin[j]; i < t_.group_begin[j + 1];
-           i += kSubbandTrialsPerBlock) {
+      for (std::int32_t i = t_.group_begin[j]; i < t_.group_begin[j + 1]; i += trials_per_tile) {
         tc.push_back(j);
         tf.push_back(i);
-        tn.push_back(std::min<std::int32_t>(kSubbandTrialsPerBlock, t_.group_begin[j + 1] - i));
+        tn.push_back(std::min<std::int32_t>(trials_per_tile, t_.group_begin[j + 1] - i));
       }
     std::int32_t span = 0;
     for (std::size_t q = 0; q < t_.min_shift.size(); ++q)
@@ -118,7 +123,7 @@ class CudaSubbandExecutor final : public Executor {
     s2_.row_words = (kSubbandBlockSamples + span + 3) / 4 * 4;
     s2_.max_phases = std::max(t_.phases, 1);
     const std::size_t per_sub =
-        static_cast<std::size_t>(s2_.max_phases) * s2_.row_words * 4 + kSubbandTrialsPerBlock * 4;
+        static_cast<std::size_t>(s2_.max_phases) * s2_.row_words * 4 + trials_per_tile * 4;
     const std::size_t budget = std::min<std::size_t>(limits.per_block, 96 * 1024);
     if (per_sub > budget)
       fail(ErrorCategory::unsupported,
@@ -193,7 +198,8 @@ class CudaSubbandExecutor final : public Executor {
            std::to_string(t_.ncoarse()) + " coarse DMs (" + std::to_string(t_.nrows1()) +
            " stage-1 rows), stage 1 " +
            (stage1_.empty() ? std::string("-") : stage1_.front().geo.describe()) + "; stage 2 " +
-           std::to_string(s2_.subbands_per_stage) + " sub-bands per stage";
+           (group_kernel_ ? "per group (" : "per 8 trials (") + std::to_string(s2_.ntiles) +
+           " tiles), " + std::to_string(s2_.subbands_per_stage) + " sub-bands per stage";
   }
   Workspace workspace() const override {
     std::int64_t dev =
@@ -210,23 +216,7 @@ class CudaSubbandExecutor final : public Executor {
   void run(const PlanData& p, const std::uint8_t* in, const OutputTarget& out,
            const Stream* stream) {
     const auto& c = p.config;
-    if (c.channel_major)
-      fail(ErrorCategory::invalid_argument,
-           "this plan takes channel-major float32 input: call execute_channel_major()");
-    if (c.nbits >= 16 && reinterpret_cast<std::uintptr_t>(in) % (c.nbits / 8) != 0)
-      fail(ErrorCategory::invalid_argument,
-           "the device input of {}-bit samples must be aligned to {} bytes", c.nbits, c.nbits / 8);
-    TransposeArgs tr;
-    tr.in = in;
-    tr.row_bytes = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
-    tr.nsamples = c.nsamples_in;
-    tr.nchans = c.nchans;
-    tr.nbits = c.nbits;
-    tr.is_signed = c.is_signed;
-    tr.chan_row = chan_row_.data();
-    tr.scratch = scratch_.data();
-    tr.stride = stride_;
-    launch_transpose(tr, stream);
+    corner_turn(c, in, chan_row_.data(), scratch_.data(), stride_, stream);
     const std::size_t elem = float_codes_ ? 4 : 1;
     for (const Stage1& st : stage1_)
       launch_stage1(p, scratch_.data() + static_cast<std::size_t>(st.first_row) * stride_ * elem,
@@ -269,7 +259,10 @@ class CudaSubbandExecutor final : public Executor {
   void stage2(const OutputTarget& out, const Stream* stream) {
     SubbandStage2Args a = s2_;
     a.out = out;
-    launch_subband_stage2(a, stream);
+    if (group_kernel_)
+      launch_subband_group(a, stream);
+    else
+      launch_subband_stage2(a, stream);
   }
 
   const SubbandTables& t_;
@@ -283,6 +276,7 @@ class CudaSubbandExecutor final : public Executor {
   DeviceArray<std::uint8_t> scratch_;
   std::int64_t stride_ = 0;
   SubbandStage2Args s2_;
+  bool group_kernel_ = true;  // stage 2 by cuda_subband_group.cu, else cuda_subband.cu
 };
 
 }  // namespace

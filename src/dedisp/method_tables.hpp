@@ -4,6 +4,7 @@
 // CUDA), so that the derivations are tested on the CPU.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -143,6 +144,14 @@ double trial_snr_fraction(const DedispersionConfig& config, std::size_t i,
 /// against the brute-force `delays` (see TrialReport).
 void fill_report_errors(const DedispersionConfig& config, const std::vector<std::int32_t>& delays,
                         TrialReport& report);
+
+/// make_method_tables() of `config`, shared with every earlier call of the same band, trials,
+/// killmask, pulse width and method settings (the samples per execute do not matter but for
+/// FDMT's block): a few recent configurations are kept (method_cache.cpp). Thread-safe.
+std::shared_ptr<const MethodTables> cached_method_tables(const DedispersionConfig& config,
+                                                         Backend backend,
+                                                         const std::vector<std::int32_t>& delays,
+                                                         std::int64_t nsamples_out);
 
 /// Additions and minimum bytes of one execute() (see OperationCount).
 OperationCount count_operations(const DedispersionConfig& config, const MethodTables& tables,

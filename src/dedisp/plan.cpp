@@ -114,8 +114,7 @@ DedispersionPlan::DedispersionPlan(DedispersionConfig config, Backend backend)
     fail(ErrorCategory::invalid_argument,
          "nsamples_in = {} must exceed the largest delay, {} samples (DM {})", config_.nsamples_in,
          max_delay_, config_.dms.back());
-  tables_ = std::make_shared<const detail::MethodTables>(
-      detail::make_method_tables(config_, backend_, delays_, nsamples_out()));
+  tables_ = detail::cached_method_tables(config_, backend_, delays_, nsamples_out());
   const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
   if (backend_ == Backend::cuda) {
 #ifdef WARPBEAM_HAVE_CUDA
@@ -239,11 +238,11 @@ PlanPreview DedispersionPlan::preview(const DedispersionConfig& config, Backend 
          "nsamples_in = {} must exceed the largest delay, {} samples (DM {})", config.nsamples_in,
          max_delay, config.dms.back());
   const std::int64_t nout = config.nsamples_in - max_delay;
-  detail::MethodTables t = detail::make_method_tables(config, b, delays, nout);
+  const auto t = detail::cached_method_tables(config, b, delays, nout);
   PlanPreview p;
-  p.operations = detail::count_operations(config, t, nout);
-  p.workspace = detail::estimate_method_workspace(config, b, t, nout);
-  p.trials = std::move(t.report);
+  p.operations = detail::count_operations(config, *t, nout);
+  p.workspace = detail::estimate_method_workspace(config, b, *t, nout);
+  p.trials = t->report;
   return p;
 }
 

@@ -18,15 +18,27 @@ struct Rates {
 
 // CPU: the tiled loop's 1.36e10 channel*DM*samples/s on D1 (2-core development VM,
 // docs/PERFORMANCE.md, issue 2); the sub-band stages run the same accumulate loop from L2
-// (taken at 0.8 of it); FDMT levels stream through memory at ~10 GB/s.
-// CUDA (H200): the packed kernel's 8.3e12 additions/s on D1 (0.143 s); sub-band stage 1 is the
-// packed kernel and stage 2 a tiled fp32 sum (6e12/s measured for tiled), taken at 6e12; FDMT
-// levels move 8 bytes per addition at ~3.5e12 B/s (75 % of 4.8 TB/s HBM). The GPU figures for
-// subband and fdmt are estimates until measured (bench/gpu-benchmarks.txt).
-Rates rates(Backend b) {
-  if (b == Backend::cuda) return {8.3e12, 6e12, 6e12, 3.5e12};
+// (taken at 0.8 of it); FDMT levels stream through memory at ~10 GB/s. Measured on that VM
+// (2026-12-02, one D1 gulp): sub-band 4.5-4.8x brute force for 7.2x fewer additions (9.5e9
+// additions per CPU second against brute force's 1.5e10: 0.63 of it, the model says 0.8),
+// FDMT 0.99x (memory-bound, 5.3 GB/s): the model's order is the measured one.
+// CUDA (H200, measured 2026-12-02 on D1, docs/PERFORMANCE.md "Sub-band and FDMT on the GPU"):
+// brute force 8.3e12 additions/s with the packed kernel (packed input) and 6.0e12 with the tiled
+// fp32 kernel (channel-major float input: the GPU search); the sub-band method 2.6e12 additions/s
+// end to end with the group stage-2 kernel (0.0622 s for 1.64e11; 1.36e12 with the first
+// kernel), FDMT's levels 2.9e12 bytes/s (0.260 s for 7.71e11 bytes, 70 % of the copy rate).
+Rates rates(const DedispersionConfig& c, Backend b) {
+  if (b == Backend::cuda) {
+    const bool packed = !c.channel_major && c.nbits <= 8;
+    return {packed ? 8.3e12 : 6.0e12, 2.6e12, 2.9e12 / 8, 2.9e12};
+  }
   return {1.36e10, 1.1e10, 1.1e10, 1e10};
 }
+
+// A method other than brute force must be modelled faster by this factor: it also builds
+// larger tables and buffers per plan, and a pick that loses end to end is the one error the
+// choice must not make.
+constexpr double kMargin = 1.25;
 
 double model_s(const OperationCount& k, double add_rate, double byte_rate) {
   return std::max(k.additions / add_rate, k.bytes / byte_rate);
@@ -52,7 +64,7 @@ AlgorithmChoice select_algorithm(const DedispersionConfig& config, Backend backe
          "nsamples_in = {} must exceed the largest delay, {} samples (DM {})", config.nsamples_in,
          max_delay, config.dms.back());
   const std::int64_t nout = config.nsamples_in - max_delay;
-  const Rates r = rates(backend);
+  const Rates r = rates(config, backend);
 
   AlgorithmChoice ch;
   auto brute = config;
@@ -64,7 +76,8 @@ AlgorithmChoice select_algorithm(const DedispersionConfig& config, Backend backe
     auto c = config;
     c.algorithm = a;
     try {
-      auto t = detail::make_method_tables(c, backend, delays, nout);
+      const auto tp = detail::cached_method_tables(c, backend, delays, nout);
+      const detail::MethodTables& t = *tp;
       snr = worst(t.report.snr_fraction);
       if (a == Algorithm::subband) ch.subband_trials = t.report;
       if (snr < min_snr_fraction) {
@@ -83,7 +96,7 @@ AlgorithmChoice select_algorithm(const DedispersionConfig& config, Backend backe
   ch.fdmt_s = try_method(Algorithm::fdmt, r.fdmt_adds, ch.fdmt_snr, why_fdmt);
 
   ch.algorithm = Algorithm::automatic;
-  double best = ch.brute_s;
+  double best = ch.brute_s / kMargin;
   if (ch.subband_s >= 0 && ch.subband_s < best)
     best = ch.subband_s, ch.algorithm = Algorithm::subband;
   if (ch.fdmt_s >= 0 && ch.fdmt_s < best) best = ch.fdmt_s, ch.algorithm = Algorithm::fdmt;
