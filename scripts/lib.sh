@@ -13,8 +13,9 @@ WB_APT_PACKAGES+=(liberfa-dev)
 # The .mat reader's structure check inflates compressed elements (zlib, also matio's).
 WB_APT_PACKAGES+=(zlib1g-dev)
 # The sanitized build and the fuzz targets (scripts/test, scripts/fuzz): clang with its ASan,
-# UBSan and libFuzzer runtimes and its OpenMP.
-WB_APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
+# UBSan and libFuzzer runtimes and its OpenMP; ccache, which the sanitized build runs through (a
+# second build of the same sources, as CI's next run, compiles only what changed).
+WB_APT_PACKAGES+=(clang libclang-rt-14-dev libomp-dev ccache)
 # Candidate plots (PNG): PLplot and its cairo driver (pngcairo).
 WB_APT_PACKAGES+=(libplplot-dev plplot-driver-cairo)
 # Live streams: cpp-httplib (the status page), libdivide and Boost (spead2, built from its PyPI
@@ -76,18 +77,24 @@ wb_build() {
   export WB_BUILD_DIR
 }
 
-# The `sanitize` preset (clang, ASan + UBSan, libFuzzer targets) into build-sanitize/.
+# The `sanitize` preset (clang, ASan + UBSan, libFuzzer targets) into build-sanitize/: the CLI,
+# every GoogleTest binary of tests/ (the whole CPU suite runs sanitized) and the fuzz targets, not
+# the benchmarks. Through ccache when it is installed (a rebuild compiles only what changed).
 wb_build_sanitize() {
   cd "$WB_ROOT"
-  wb_log "configuring (preset sanitize)"
-  cmake --preset sanitize >/dev/null
-  # Only what CI runs sanitized: the CLI, the safety tests (the output rule, the readers' limits,
-  # the search-result checks) and the fuzz targets, not every test binary (CI's time budget).
-  local targets=(warpbeam_cli test_safety)
-  local t
-  for t in sigproc psrfits guppi tbf ssmif mat uff cand beam_list grid channel_list; do
-    targets+=("fuzz_$t")
+  local launcher=()
+  if command -v ccache >/dev/null 2>&1; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  wb_log "configuring (preset sanitize${launcher:+, ccache})"
+  cmake --preset sanitize "${launcher[@]}" >/dev/null
+  local targets=(warpbeam_cli) t
+  for t in $(sed -n 's/^warpbeam_test(\(test_[a-z_]*\).*/\1/p' tests/CMakeLists.txt); do
+    targets+=("$t")
   done
-  wb_log "building the sanitized CLI, safety tests and fuzz targets with $(nproc) jobs"
+  while read -r t _; do
+    targets+=("fuzz_$t")
+  done < <(awk '!/^#/ && NF' tests/fuzz/targets.txt)
+  wb_log "building the sanitized CLI, $((${#targets[@]} - 1)) test and fuzz binaries with $(nproc) jobs"
   cmake --build --preset sanitize -j "$(nproc)" --target "${targets[@]}"
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -301,6 +302,75 @@ TEST(Psrfits, MalformedFilesFailWithTheReason) {
   const auto r = wbtest::run_cli("info '" + t.file("image.fits") + "'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("warpbeam: error:"), std::string::npos) << r.err;
+}
+
+// fuzz_psrfits's first finding: cfitsio 4.2 copied an unquoted 70-character TTYPEn value into its
+// 70-byte column name (ffgtbp), one byte past the field: glibc's fortified strcpy aborted `info`
+// and every reader ("buffer overflow detected"). The headers are now checked before cfitsio
+// parses them: the bad card is named, and so is a header byte that is not ASCII text. The file is
+// written here card by card (FITS 4.0: 2880-byte blocks of 80-byte cards), no astropy needed.
+TEST(Psrfits, HeadersCfitsioCannotHoldAreRefusedBeforeItParsesThem) {
+  if (!warpbeam::io::psrfits_supported()) GTEST_SKIP() << "this build has no cfitsio";
+  const auto hdu = [](const std::vector<std::string>& cards) {
+    std::string h;
+    for (const auto& c : cards) {
+      std::string card = c;
+      card.resize(80, ' ');
+      h += card;
+    }
+    h += std::string("END").append(77, ' ');
+    h.resize((h.size() + 2879) / 2880 * 2880, ' ');
+    return h;
+  };
+  const std::string primary = hdu(
+      {"SIMPLE  =                    T", "BITPIX  =                    8",
+       "NAXIS   =                    0", "EXTEND  =                    T", "FITSTYPE= 'PSRFITS '",
+       "OBS_MODE= 'SEARCH  '", "STT_IMJD=                60123", "STT_SMJD=                39466"});
+  const auto subint = [&](const std::string& ttype) {
+    return hdu({"XTENSION= 'BINTABLE'", "BITPIX  =                    8",
+                "NAXIS   =                    2", "NAXIS1  =                    8",
+                "NAXIS2  =                    1", "PCOUNT  =                    0",
+                "GCOUNT  =                    1", "TFIELDS =                    1", ttype,
+                "TFORM1  = '1D      '", "EXTNAME = 'SUBINT  '"}) +
+           std::string(2880, '\0');
+  };
+  wbtest::TempDir dir;
+  const auto write = [&](const std::string& name, const std::string& bytes) {
+    const std::string path = dir.file(name);
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+    return path;
+  };
+  struct Case {
+    std::string name, ttype, reason;
+  };
+  const std::vector<Case> cases = {
+      {"unquoted.fits", "TTYPE1  = " + std::string(70, 'x'), "TTYPE1 in header 2 is not a quoted"},
+      {"binary.fits", "TTYPE1  = 'TSUBINT\x01'", "card 9 of header 2 holds byte 0x01"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = write(c.name, primary + subint(c.ttype));
+    try {
+      open_filterbank(path);
+      ADD_FAILURE() << "no error";
+    } catch (const warpbeam::Error& e) {
+      EXPECT_EQ(e.category(), warpbeam::ErrorCategory::format) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.reason), std::string::npos) << e.what();
+    }
+    const auto info = wbtest::run_cli("info '" + path + "'");
+    EXPECT_EQ(info.exit_code, 1) << info.err;
+    EXPECT_NE(info.err.find(c.reason), std::string::npos) << info.err;
+  }
+  // The same table with a quoted name passes the check and reaches the reader's own checks (no
+  // NBITS: not a search-mode SUBINT table).
+  const std::string ok = write("quoted.fits", primary + subint("TTYPE1  = 'TSUBINT '"));
+  try {
+    open_filterbank(ok);
+    ADD_FAILURE() << "no error";
+  } catch (const warpbeam::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NBITS"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

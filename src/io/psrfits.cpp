@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "io/fits_check.hpp"
 #include "warpbeam/core.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/filterbank_source.hpp"
@@ -243,6 +244,9 @@ class PsrfitsSource final : public FilterbankSource {
     if (::stat(path_.c_str(), &st) != 0)
       fail(ErrorCategory::io, "cannot open '{}': {}", path_, std::strerror(errno));
     file_bytes_ = static_cast<std::int64_t>(st.st_size);
+    // Every header checked before cfitsio parses one (cfitsio 4.2 overflows a fixed-size field
+    // on an unquoted 70-character TTYPEn: fits_check.hpp).
+    detail::check_fits_headers(path_, file_bytes_);
     int status = 0;
     // The disk-file call: no cfitsio extended file-name syntax ("f.fits[1]", "-" for stdin).
     fits_open_diskfile(&fp_, path_.c_str(), READONLY, &status);

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -117,11 +118,20 @@ ChannelMask ChannelMask::parse(const std::string& spec) {
       merged.back().second = std::max(merged.back().second, r.second);
     else
       merged.push_back(r);
-  std::vector<int> out;
+  // The merged ranges are ascending and disjoint, so the list is already sorted, unique and
+  // non-negative: it is filled in place, not re-sorted by the constructor (sorting 2^24 channels
+  // again took 5.4 s under ASan: ReaderLimits.ChannelListsMergeRangesBeforeExpanding).
+  std::size_t n = 0;
   for (const auto& [a, b] : merged)
-    for (long c = a; c <= b; ++c)
-      out.push_back(static_cast<int>(c));
-  return ChannelMask(std::move(out));
+    n += static_cast<std::size_t>(b - a + 1);
+  ChannelMask mask;
+  mask.channels_.resize(n);
+  auto it = mask.channels_.begin();
+  for (const auto& [a, b] : merged) {
+    std::iota(it, it + (b - a + 1), static_cast<int>(a));
+    it += b - a + 1;
+  }
+  return mask;
 }
 
 bool ChannelMask::contains(int channel) const {
