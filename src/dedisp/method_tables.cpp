@@ -129,8 +129,15 @@ MethodTables make_method_tables(const DedispersionConfig& c, Backend backend,
     for (std::size_t i = 0; i < c.dms.size(); ++i)
       r.dms[i] = per_dm > 0 ? static_cast<float>(t.out_delay[i] / per_dm) : c.dms[i];
   } else {
+    // Brute force is its own reference: no delay error, no added smearing and an S/N fraction of
+    // exactly 1 (snr_model(v, v) = 1), which fill_report_errors would find after ~10^7 delay
+    // evaluations for D1: ~0.1 s per plan, and the search makes its plans inside the gulp loop.
     r.dms = c.dms;
     r.delays = delays;
+    r.max_delay_error.assign(c.dms.size(), 0);
+    r.smearing_s.assign(c.dms.size(), 0.0f);
+    r.snr_fraction.assign(c.dms.size(), 1.0f);
+    return m;
   }
   fill_report_errors(c, delays, r);
   return m;
