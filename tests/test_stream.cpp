@@ -22,6 +22,7 @@
 #include "stream/udp.hpp"
 #include "stream_test_util.hpp"
 #include "test_util.hpp"
+#include "warpbeam/io/candidates.hpp"
 #include "warpbeam/io/lwa.hpp"
 #include "warpbeam/stream.hpp"
 #include "warpbeam/stream/capture.hpp"
@@ -770,6 +771,44 @@ TEST(StreamSpead, ThePipelineCountsTheHeapsOfBlocksThatNeverCameAsLost) {
   EXPECT_EQ(rec["lost_packets"].get<std::int64_t>(), 12 * hpb - sent["sent"].get<std::int64_t>());
   EXPECT_EQ(rec["zero_filled_blocks"], json::array({10, 11}));
   EXPECT_EQ(rec["dropped_blocks"], 0);
+}
+
+// SIGTERM in mid-stream (the pipeline, as the image test above for EPIC): the block in hand is
+// finished, the rest searched as zeros, and every product is complete and valid, none left at
+// its temporary name.
+TEST(StreamSpead, SigtermInMidStreamLeavesThePipelinesProductsCompleteAndValid) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  const pltest::Observation& obs = pltest::Observation::get();
+  wbtest::TempDir d;
+  const std::string common =
+      " --beams '" + obs.beams + "' --backend cpu " + pltest::Observation::pipeline_args();
+  wbtest::Background live("pipeline --listen spead://127.0.0.1:0 --blocks 10 --out '" +
+                              d.file("live") + "' --json '" + d.file("live.json") + "'" + common,
+                          d.file("live.out"), d.file("live.err"));
+  const std::string port = live.wait_for_err(R"(listening on spead://127\.0\.0\.1:(\d+))", 30);
+  ASSERT_FALSE(port.empty()) << live.err();
+  wbtest::Background sender(
+      fmt::format("send voltages '{}' spead://127.0.0.1:{} --rate 0.002", obs.raw, port),
+      d.file("send.out"), d.file("send.err"));
+  // The status line once a block has been searched.
+  ASSERT_FALSE(live.wait_for_err(R"(, ([1-9]\d*) blocks \()", 60).empty()) << live.err();
+  live.signal(SIGTERM);
+  EXPECT_EQ(live.wait(60), 0) << live.err();
+  sender.signal(SIGTERM);  // its receiver is gone
+  sender.wait(30);
+  const json rec = read_json(d.file("live.json"));
+  EXPECT_EQ(rec["stream"]["ended_by"], "signal 15");
+  const std::int64_t processed = rec["stream"]["counters"]["blocks_processed"];
+  EXPECT_GE(processed, 1);
+  EXPECT_LT(processed, 10) << "the signal came after the stream";
+  EXPECT_EQ(rec["stream"]["zero_filled_blocks"].size(), static_cast<std::size_t>(10 - processed));
+  const auto cands = io::read_cand(d.file("live/candidates.cand"));  // throws if malformed
+  EXPECT_EQ(static_cast<std::int64_t>(cands.size()),
+            rec["result"]["candidates"].get<std::int64_t>());
+  EXPECT_EQ(read_json(d.file("live/candidates.json")).is_object(), true);
+  EXPECT_EQ(read_json(d.file("live/pipeline.json"))["stream"]["ended_by"], "signal 15");
+  for (const auto& e : std::filesystem::directory_iterator(d.file("live")))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
 }
 
 TEST(StreamSpead, AGarbageDescriptionIsAFormatErrorNamingTheField) {
