@@ -154,6 +154,11 @@ void run_listen(PipelineOptions& o) {
     }
   };
   std::string reason = "end of stream";
+  // The heaps that reached the search, against the heaps of --blocks blocks: every other heap
+  // is zeros in the products, whatever lost it (the kernel's socket buffer, spead2, a late or
+  // truncated block, a stream that ended early) and is counted lost, but for the blocks dropped
+  // whole because the ring was full (dropped_blocks).
+  std::int64_t heaps_per_block = 0, heaps_searched = 0;
   while (next < o.blocks) {
     if (stream::StopOnSignals::requested()) {
       reason = fmt::format("signal {}", stream::StopOnSignals::signal());
@@ -170,6 +175,8 @@ void run_listen(PipelineOptions& o) {
       feed_zeros(seq);
       plan.execute(b->data, b->bytes, mjd(seq));
       ++next;
+      heaps_per_block = b->info.packets_expected;
+      heaps_searched += b->info.packets_received;
       if (o.test_block_delay_ms > 0)
         std::this_thread::sleep_for(
             std::chrono::duration<double, std::milli>(o.test_block_delay_ms));
@@ -180,20 +187,31 @@ void run_listen(PipelineOptions& o) {
     counters.ring_filled = static_cast<std::int64_t>(capture.ring().filled());
   }
   capture.stop();
+  if (reason == "end of stream" && capture.timed_out())
+    reason = fmt::format("no packet for {} s (--idle-timeout)", o.idle_timeout);
   feed_zeros(o.blocks);  // the blocks that never came (the run ended early, or the stream short)
   pipeline::PipelineResult r = plan.finish();
   counters.candidates = static_cast<std::int64_t>(r.candidates.size());
+  if (heaps_per_block == 0) heaps_per_block = capture.heaps_per_block();
+  const std::int64_t dropped_heaps = counters.dropped_blocks.load() * heaps_per_block;
+  const std::int64_t lost =
+      std::max<std::int64_t>(o.blocks * heaps_per_block - heaps_searched - dropped_heaps, 0);
   nlohmann::json k = counters.to_json();
-  o.stream_record = {{"address", sc.listen.to_string()},  {"ended_by", reason},
-                     {"lost_packets", k["lost_packets"]}, {"dropped_blocks", k["dropped_blocks"]},
-                     {"zero_filled_blocks", missing},     {"counters", k}};
+  o.stream_record = {{"address", sc.listen.to_string()},
+                     {"ended_by", reason},
+                     {"lost_packets", lost},
+                     {"heaps_per_block", heaps_per_block},
+                     {"heaps_searched", heaps_searched},
+                     {"dropped_blocks", k["dropped_blocks"]},
+                     {"zero_filled_blocks", missing},
+                     {"counters", k}};
   write_products(o, r, folder);
   fmt::print(
       stderr,
       "warpbeam pipeline: {}: {} block(s) processed, {} dropped (ring full), {} zero-filled, "
       "{} heap(s) lost\n",
       reason, counters.blocks_processed.load(), counters.dropped_blocks.load(), missing.size(),
-      counters.lost_packets.load());
+      lost);
   print_summary(o, r);
 }
 

@@ -140,13 +140,19 @@ struct StreamCounters {
   std::atomic<std::int64_t> late{0};          ///< for a block already handed over (ignored)
   std::atomic<std::int64_t> invalid{0};       ///< not of this stream (bad header, size, channel)
   std::atomic<std::int64_t> lost_packets{0};  ///< missing from delivered blocks (zeroed)
-  std::atomic<std::int64_t> blocks_delivered{0};  ///< handed to the engine
-  std::atomic<std::int64_t> dropped_blocks{0};    ///< the ring was full: the block was dropped
-  std::atomic<std::int64_t> dropped_packets{0};   ///< packets received for dropped blocks
-  std::atomic<std::int64_t> empty_blocks{0};      ///< skipped over: no packet of them arrived
-  std::atomic<std::int64_t> truncated_blocks{0};  ///< incomplete at the end of the stream
-  std::atomic<std::int64_t> kernel_drops{0};      ///< dropped by the kernel (socket buffer full)
-  std::atomic<std::int64_t> socket_buffer{0};     ///< bytes of receive buffer the kernel granted
+  std::atomic<std::int64_t> delivered_packets{0};  ///< placed into blocks handed to the engine
+  std::atomic<std::int64_t> blocks_delivered{0};   ///< handed to the engine
+  std::atomic<std::int64_t> dropped_blocks{0};     ///< the ring was full: the block was dropped
+  std::atomic<std::int64_t> dropped_packets{0};    ///< packets received for dropped blocks
+  std::atomic<std::int64_t> empty_blocks{0};       ///< skipped over: no packet of them arrived
+  std::atomic<std::int64_t> truncated_blocks{0};   ///< incomplete at the end of the stream
+  std::atomic<std::int64_t> kernel_drops{0};       ///< dropped by the kernel (socket buffer full)
+  std::atomic<std::int64_t> socket_buffer{0};      ///< bytes of receive buffer the kernel granted
+  // spead2's receive statistics (SPEAD capture only; recv::stream_stats, read at the end).
+  std::atomic<std::int64_t> spead_heaps{0};             ///< complete heaps spead2 assembled
+  std::atomic<std::int64_t> spead_incomplete_heaps{0};  ///< evicted or flushed incomplete
+  std::atomic<std::int64_t> spead_too_old_heaps{0};     ///< for a chunk already handed over
+  std::atomic<std::int64_t> spead_rejected_heaps{0};    ///< placed nowhere (descriptions, invalid)
   /// Time the capture thread spent placing packets (not receiving): with the packet rate, how
   /// close the capture is to its limit (TBF capture only).
   std::atomic<std::int64_t> capture_place_ns{0};

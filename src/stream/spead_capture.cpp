@@ -18,6 +18,7 @@
 // clang-format on
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <exception>
@@ -104,11 +105,42 @@ struct SpeadVoltageCapture::Impl {
   };
   std::map<std::int64_t, Seen> seen;
   std::set<std::int64_t> dropped;
-  std::int64_t head = 0;  // blocks before it have been handed over (or dropped)
-  std::atomic<bool> stopping{false}, ended{false};
+  std::int64_t placing = -1;  // the chunk of the heap place() is placing
+  std::int64_t head = 0;      // blocks before it have been handed over (or dropped)
+  std::atomic<bool> stopping{false}, ended{false}, timed_out{false};
   std::atomic<Clock::rep> last_packet{0};
   std::thread watchdog;
   std::atomic<bool> quit{false};
+  // A duplicate of the socket spead2 reads, to read the kernel's drop count (SO_MEMINFO):
+  // spead2's reader does not ask for SO_RXQ_OVFL, and datagrams dropped in the kernel never
+  // reach place(), so without it a whole block lost in the socket buffer went uncounted.
+  int kernel_fd = -1;
+
+  ~Impl() {
+    if (kernel_fd >= 0) ::close(kernel_fd);
+  }
+
+  void read_kernel_drops() {
+    if (kernel_fd < 0) return;
+    const std::int64_t d = detail::socket_drops(kernel_fd);
+    if (d >= 0) c.kernel_drops = d;
+  }
+
+  // spead2's own statistics (recv::stream_stats): heaps it discarded before they reached a
+  // chunk. Each of our heaps is one packet, so an incomplete heap means a corrupt or foreign
+  // packet; too_old_heaps are heaps for chunks already handed over.
+  void read_spead_stats() {
+    if (!stream) return;
+    const spead2::recv::stream_stats st = stream->get_stats();
+    const auto get = [&](const char* name) -> std::int64_t {
+      const auto it = st.find(name);
+      return it == st.end() ? 0 : static_cast<std::int64_t>((*it).second);
+    };
+    c.spead_heaps = get("heaps");
+    c.spead_incomplete_heaps = get("incomplete_heaps_evicted") + get("incomplete_heaps_flushed");
+    c.spead_too_old_heaps = get("too_old_heaps");
+    c.spead_rejected_heaps = get("rejected_heaps");
+  }
 
   void end() {
     if (ended.exchange(true)) return;
@@ -194,6 +226,7 @@ struct SpeadVoltageCapture::Impl {
     w.heap[idx] = 1;
     w.max_slice = std::max(w.max_slice, slice);
     ++c.placed;
+    placing = chunk;
     d->chunk_id = chunk;
     d->heap_index = idx;
     d->heap_offset = static_cast<std::size_t>(
@@ -207,6 +240,10 @@ struct SpeadVoltageCapture::Impl {
     if (!b) {
       dropped.insert(chunk_id);  // the engine is behind: the whole block goes
       ++c.dropped_blocks;
+      if (chunk_id == placing) {  // the heap being placed opened it: it goes with the block
+        --c.placed;
+        ++c.dropped_packets;
+      }
       return nullptr;
     }
     c.ring_filled = static_cast<std::int64_t>(ring->filled());
@@ -263,6 +300,7 @@ struct SpeadVoltageCapture::Impl {
     b->info.packets_received = received;
     b->info.first_time = s.timestamp0 + id * s.info.block_samples;
     c.lost_packets += heaps - received;
+    c.delivered_packets += received;
     ++c.blocks_delivered;
     ring->publish(b);
     c.ring_filled = static_cast<std::int64_t>(ring->filled());
@@ -296,27 +334,30 @@ SpeadVoltageCapture::SpeadVoltageCapture(SpeadCaptureConfig config, StreamCounte
   cc.set_allocate([&m](std::int64_t id, std::uint64_t*) { return m.allocate(id); });
   cc.set_ready(
       [&m](std::unique_ptr<spead2::recv::chunk>&& ch, std::uint64_t*) { m.ready(std::move(ch)); });
+  m.kernel_fd = ::dup(socket.native_handle());
   spead2::recv::stream_config sc;
   sc.set_max_heaps(8);
   m.stream = std::make_unique<Impl::Stream>(m, m.pool, sc, cc);
   m.stream->emplace_reader<spead2::recv::udp_reader>(std::move(socket),
                                                      spead2::recv::udp_reader::default_max_size);
-  if (m.cfg.idle_timeout_s > 0)
-    m.watchdog = std::thread([&m] {
-      while (!m.quit && !m.ended) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        const auto last = m.last_packet.load();
-        if (last == 0) continue;
-        const double idle =
-            std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(last))
-                .count();
-        if (idle > m.cfg.idle_timeout_s && m.desc) {
-          m.stopping = true;
-          m.stream->stop();
-          m.end();
-        }
+  // The watchdog: the kernel's drop count ten times a second, and the idle time-out.
+  m.watchdog = std::thread([&m] {
+    while (!m.quit && !m.ended) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      m.read_kernel_drops();
+      const auto last = m.last_packet.load();
+      if (m.cfg.idle_timeout_s <= 0 || last == 0) continue;
+      const double idle =
+          std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(last))
+              .count();
+      if (idle > m.cfg.idle_timeout_s && m.desc) {
+        m.timed_out = true;
+        m.stopping = true;
+        m.stream->stop();
+        m.end();
       }
-    });
+    }
+  });
 }
 
 SpeadVoltageCapture::~SpeadVoltageCapture() {
@@ -350,6 +391,15 @@ int SpeadVoltageCapture::port() const {
   return impl_->port;
 }
 
+bool SpeadVoltageCapture::timed_out() const {
+  return impl_->timed_out;
+}
+
+std::int64_t SpeadVoltageCapture::heaps_per_block() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->desc ? impl_->heaps : 0;
+}
+
 void SpeadVoltageCapture::stop() {
   Impl& m = *impl_;
   m.quit = true;
@@ -357,7 +407,9 @@ void SpeadVoltageCapture::stop() {
   if (m.stream) {
     m.stopping = true;
     m.stream->stop();
+    m.read_spead_stats();
   }
+  m.read_kernel_drops();
   m.end();
 }
 
@@ -385,6 +437,12 @@ BlockRing& SpeadVoltageCapture::ring() {
   fail(ErrorCategory::unsupported, "this build has no spead2");
 }
 int SpeadVoltageCapture::port() const {
+  return 0;
+}
+bool SpeadVoltageCapture::timed_out() const {
+  return false;
+}
+std::int64_t SpeadVoltageCapture::heaps_per_block() const {
   return 0;
 }
 void SpeadVoltageCapture::stop() {}

@@ -121,6 +121,10 @@ class SpeadVoltageCapture {
   int port() const;
   /// Ends the capture: the open blocks are handed over and the ring is closed.
   void stop();
+  /// True when the capture ended because no packet came for idle_timeout_s.
+  bool timed_out() const;
+  /// Heaps per block of the stream (after wait_for_info()), 0 before.
+  std::int64_t heaps_per_block() const;
 
   struct Impl;
 
