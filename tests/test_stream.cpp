@@ -534,7 +534,7 @@ TEST(StreamCli, TheLivePageShowsLiveCountersInChromiumAndMetricsParseAsPrometheu
   const std::string tbf = simulate(d, 1024);
   wbtest::Background live(
       fmt::format("image --listen udp://127.0.0.1:0 --stream-channels 2348:24 {} --out {} "
-                  "--http 127.0.0.1:0 --test-block-delay-ms 100 --idle-timeout 2",
+                  "--http 127.0.0.1:0 --test-block-delay-ms 100 --idle-timeout 300",
                   image_args(), d.file("live")),
       d.file("live.out"), d.file("live.err"));
   const std::string port = start_listener(live);
@@ -565,6 +565,9 @@ TEST(StreamCli, TheLivePageShowsLiveCountersInChromiumAndMetricsParseAsPrometheu
   EXPECT_GE(status["counters"]["packets"].get<double>(), m["warpbeam_stream_packets_total"]);
 
   // The page as a browser renders it: the script has filled in the counters from status.json.
+  // The listener stays up until the SIGTERM below (--idle-timeout 300): with a 2 s time-out a
+  // loaded machine finished the stream, and with it the status server, before Chromium started
+  // (a clean-clone CI run of 2026-12-02: five tries of 0 bytes).
   // Chromium's start on a loaded machine can be slow or fail at once (seen in a clean-clone
   // CI run under load: three tries of 0 bytes within 10 s): up to five tries, 2 s apart, each
   // with its own profile folder.
