@@ -193,6 +193,13 @@ TEST(OutputRuleCli, SearchOutputsFollowTheRule) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(fs::status(dir.path / "pipe").type(), fs::file_type::fifo);
 
+  // A device, named as one: the CLI writes field names as flags, and "a device:" once read
+  // "a --device:" (a new user's try of 2026-12-02).
+  r = wbtest::run_cli("search '" + fil + "' --dm-max 60 --output /dev/null");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "is a device file")) << r.err;
+  EXPECT_FALSE(contains(r.err, "--device")) << r.err;
+
   fs::create_directory(dir.path / "real");
   fs::create_symlink("real/t.cand", dir.path / "l.cand");
   r = wbtest::run_cli("search '" + fil + "' --dm-max 60 --output '" + dir.file("l.cand") + "'");

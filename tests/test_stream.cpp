@@ -654,6 +654,23 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
   }
 }
 
+// A voltage file without one whole block: `send voltages` says so (it read on past the reader's
+// end and reported the block's data as "a GUPPI header without an END card": a new user's try of
+// 2026-12-02 on ../shared/data/baseband/sample_vegas.raw).
+TEST(StreamCli, SendVoltagesOfAFileWithoutAWholeBlockSaysSo) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  wbtest::TempDir d;
+  const std::string raw = d.file("v.raw");
+  auto r = wbtest::run_cli(fmt::format(
+      "simulate voltages --out {} --nchans 64 --nsamples 1024 --block-samples 1024 --seed 4", raw));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::filesystem::resize_file(raw, std::filesystem::file_size(raw) - 100);
+  r = wbtest::run_cli(fmt::format("send voltages {} spead://127.0.0.1:7151", raw));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("holds no whole block of voltages to send"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("END card"), std::string::npos) << r.err;
+}
+
 // ---------------------------------------------------------------------------------------------
 // SPEAD: send_voltages -> SpeadVoltageCapture, against the file's blocks
 // ---------------------------------------------------------------------------------------------

@@ -570,8 +570,9 @@ void add_image_command(CLI::App& app) {
       ->capture_default_str();
   add_capture_options(*cmd, o->socket_buffer_mib, o->capture_core);
   cmd->add_option("--idle-timeout", o->idle_timeout,
-                  "--listen: end after this many seconds without a packet (0: never; TBF has "
-                  "no end marker)")
+                  "--listen: end after this many seconds without a packet, counted from the first "
+                  "packet: a listener waits for its stream to start (0: never; TBF has no end "
+                  "marker)")
       ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--duration", o->duration, "--listen: end after this many seconds (0: never)")
       ->check(CLI::Range(0.0, 1e9));

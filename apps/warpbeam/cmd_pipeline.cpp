@@ -328,8 +328,9 @@ void add_pipeline_command(CLI::App& app) {
       ->capture_default_str();
   add_capture_options(*cmd, o->socket_buffer_mib, o->capture_core);
   cmd->add_option("--idle-timeout", o->idle_timeout,
-                  "--listen: end after this many seconds without a packet (0: at the stream's "
-                  "stop heap)")
+                  "--listen: end after this many seconds without a packet, counted from the first "
+                  "packet: a listener waits for its stream to start (0: at the stream's stop "
+                  "heap)")
       ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--http", o->http,
                   "--listen: serve /metrics (Prometheus) and a live page at 127.0.0.1:PORT");

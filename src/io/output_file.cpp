@@ -64,7 +64,7 @@ namespace {
 const char* kind_of(mode_t m) {
   if (S_ISDIR(m)) return "a folder";
   if (S_ISFIFO(m)) return "a FIFO (named pipe)";
-  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+  if (S_ISCHR(m) || S_ISBLK(m)) return "a device file";
   if (S_ISSOCK(m)) return "a socket";
   return "not a regular file";
 }

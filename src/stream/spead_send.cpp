@@ -148,9 +148,14 @@ SendRecord send_voltages(const std::string& path, const SendConfig& cfg) {
   // the rate asked).
   constexpr std::int64_t kPreloadBytes = std::int64_t{16} << 30;
   std::vector<std::vector<std::uint8_t>> preloaded;
-  if (std::filesystem::file_size(path) <= static_cast<std::uintmax_t>(kPreloadBytes))
+  if (std::filesystem::file_size(path) <= static_cast<std::uintmax_t>(kPreloadBytes)) {
     while (reader->read_block(block))
       preloaded.push_back(block);
+    // Not one whole block: say so (reading again after the reader's end reported the block's
+    // data as a header without END).
+    if (preloaded.empty())
+      fail(ErrorCategory::format, "'{}' holds no whole block of voltages to send", path);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
