@@ -30,6 +30,7 @@
 // Both simulators' headers in one file: two structs named sim::SkySource were an ODR violation
 // (and this include pair did not compile) until the station's became sim::StationSource.
 #include "warpbeam/sim/station.hpp"
+#include "warpbeam/sim/ultrasound.hpp"
 #include "warpbeam/sim/voltages.hpp"
 
 using namespace warpbeam;
@@ -542,6 +543,62 @@ TEST(ReaderLimits, UffDatasetShorterThanItsExtentIsRefusedBeforeReading) {
   const auto err = error_of(
       [&] { io::read_ultrasound(repro_file("uff/repro-hdf5-heap-overread-H5VM_memcpyvv.uff")); });
   EXPECT_TRUE(contains(err, "but the file stores")) << err;
+}
+
+// libhdf5 1.10 sizes an object header's continuation chunk and a local heap's data block from
+// lengths in the file and mallocs them before reading: fuzz_uff's long run found a 23 kB file
+// that made it ask for 8 GiB (H5Gopen2 -> H5O_protect -> H5C_protect). The metadata are now
+// walked first (src/io/hdf5_check.cpp) and a length past the end of the file is named. Cases: the
+// root group's continuation message (warpbeam's writer puts the root group's messages in a
+// continuation chunk) and the root group's local heap, each given 8 GiB.
+TEST(ReaderLimits, Hdf5MetadataLengthsPastTheFileAreRefusedBeforeLibhdf5) {
+  if (!io::uff_supported()) GTEST_SKIP() << "no HDF5 in this build";
+  sim::UltrasoundSimConfig s;
+  s.probe = das::linear_array(8, 0.3e-3);
+  s.transmits = {das::Transmit::plane(0.0, 0.0)};
+  s.scatterers = {{0.0, 0.0, 8e-3}};
+  s.amplitudes = {1.0};
+  s.fs = 20e6;
+  s.nsamples = 64;
+  const auto d = sim::simulate_ultrasound(s);
+  wbtest::TempDir t;
+  io::write_uff(t.file("ok.uff"), d, {});
+  std::string bytes = wbtest::slurp(t.file("ok.uff"));
+  ASSERT_GT(bytes.size(), 0x100u);
+  const auto u64 = [&](std::size_t at) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + at, 8);
+    return v;
+  };
+  // Superblock version 0 (§II.A): the root group's symbol table entry at 0x38: its object
+  // header's address at 0x40, cache type 1, the B-tree and local heap addresses at 0x50, 0x58.
+  ASSERT_EQ(bytes[8], 0) << "the writer's superblock version changed";
+  const std::uint64_t root = u64(0x40), heap = u64(0x58);
+  ASSERT_LT(root + 40, bytes.size());
+  ASSERT_EQ(std::memcmp(bytes.data() + heap, "HEAP", 4), 0);
+  std::uint16_t first_type = 0;
+  std::memcpy(&first_type, bytes.data() + root + 16, 2);
+  ASSERT_EQ(first_type, 0x10) << "the root group's header no longer starts with a continuation";
+  const std::uint64_t huge = 8ull << 30;
+  const auto patched = [&](std::size_t at, const char* name) {
+    std::string b = bytes;
+    std::memcpy(b.data() + at, &huge, 8);
+    const std::string f = t.file(name);
+    std::ofstream(f, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
+    return f;
+  };
+  EXPECT_TRUE(io::read_uff(t.file("ok.uff")).nrx == 8);
+  // The continuation message (v1 header: 16-byte prefix, 8-byte message header, offset, length).
+  const std::string cont = patched(root + 16 + 8 + 8, "cont.uff");
+  std::string err = error_of([&] { io::read_ultrasound(cont); });
+  EXPECT_TRUE(contains(err, "corrupt HDF5 file: a continuation chunk")) << err;
+  EXPECT_TRUE(contains(err, "runs past the end of the file")) << err;
+  // The local heap's data segment size (signature, version, reserved, then the size).
+  const std::string lheap = patched(heap + 8, "heap.uff");
+  err = error_of([&] { io::read_ultrasound(lheap); });
+  EXPECT_TRUE(contains(err, "corrupt HDF5 file: a local heap")) << err;
+  // The walk does not refuse what libhdf5 itself reads: every UFF file the writer makes.
+  EXPECT_NO_THROW(io::read_ultrasound(t.file("ok.uff")));
 }
 
 // ------------------------------------------------------------------------------ LWA TBX and COR

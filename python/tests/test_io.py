@@ -153,3 +153,44 @@ def test_write_into_missing_folder_raises_oserror(tmp_path):
     with pytest.raises(OSError):
         wb.write_filterbank(tmp_path / "no" / "x.fil", h, np.zeros((3, 4), np.float32))
     assert_no_files(tmp_path)
+
+
+# UFF files as other writers make them: warpbeam walks an HDF5 file's metadata before libhdf5
+# opens it (issue 18: libhdf5 allocated 8 GiB from a 23 kB file's lengths). The walk must not
+# refuse what libhdf5 reads: h5py (its own, newer libhdf5) rewrites warpbeam's UFF file with a
+# user block, newer object headers (libver v110: version 2 headers, compact and dense links,
+# layout version 4), chunked gzip datasets, many attributes and groups of many links.
+@pytest.mark.parametrize("variant", ["earliest", "userblock", "chunked", "v110", "many"])
+def test_uff_from_other_hdf5_writers(tmp_path, cli, variant):
+    import subprocess
+
+    h5py = pytest.importorskip("h5py")
+    src = tmp_path / "sim.uff"
+    subprocess.run([cli, "simulate", "ultrasound", "--out", str(src), "--elements", "8",
+                    "--samples", "64", "--angles", "-5,5"], check=True, capture_output=True)
+    ref = wb.read_ultrasound(src)
+    opts = {"userblock": {"userblock_size": 512}, "v110": {"libver": ("v110", "v110")},
+            "many": {"libver": ("v110", "v110")}}.get(variant, {})
+    chunk = variant in ("chunked", "v110", "many")
+    dst = tmp_path / f"{variant}.uff"
+    with h5py.File(src, "r") as a, h5py.File(dst, "w", **opts) as b:
+        def copy(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                v = obj[()]
+                big = chunk and obj.ndim >= 1 and obj.size > 16
+                b.create_dataset(name, data=v, **({"chunks": True, "compression": "gzip",
+                                                  "shuffle": True} if big else {}))
+            else:
+                b.require_group(name)
+            for k, val in obj.attrs.items():
+                b[name].attrs[k] = val
+        a.visititems(copy)
+        if variant == "many":
+            for i in range(40):
+                b["channel_data"].attrs[f"extra{i}"] = np.arange(10) * i
+            for i in range(50):  # more than 8 links: dense storage (a fractal heap, v2 B-tree)
+                b.create_dataset(f"extras/x{i}", data=np.arange(i + 1))
+    d = wb.read_ultrasound(dst)
+    assert np.array_equal(d.data, ref.data)
+    assert np.array_equal(d.elements, ref.elements)
+    assert d.fs == ref.fs and d.c == ref.c

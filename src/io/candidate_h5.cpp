@@ -14,6 +14,8 @@
 
 #ifdef WARPBEAM_HAVE_HDF5
 #include <hdf5.h>
+
+#include "io/hdf5_check.hpp"
 #endif
 
 namespace warpbeam::io {
@@ -347,6 +349,7 @@ CandidateCutout read_candidate_h5(const std::string& path) {
   if (!std::filesystem::exists(path))
     fail(ErrorCategory::io, "cannot open '{}': no such file", path);
   if (H5Fis_hdf5(path.c_str()) <= 0) fail(ErrorCategory::format, "'{}' is not an HDF5 file", path);
+  detail::check_hdf5_structure(path, static_cast<std::int64_t>(std::filesystem::file_size(path)));
   H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (f.id < 0) fail(ErrorCategory::io, "cannot open '{}'", path);
   CandidateCutout c;

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "core/checked.hpp"
+#include "io/hdf5_check.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/io/output_file.hpp"
 #include "warpbeam/io/ultrasound.hpp"
@@ -143,6 +144,12 @@ std::size_t checked_values(hid_t ds, const std::vector<hsize_t>& dims, const std
   H5Id type(H5Dget_type(ds), H5Tclose);
   const std::size_t element = type.id >= 0 ? H5Tget_size(type) : 0;
   if (element == 0) fail(ErrorCategory::format, "{}: UFF '{}' has no valid type", path, name);
+  // Numbers only: converting a variable-length or reference type would read global heaps whose
+  // sizes come from the file (not checked by check_hdf5_structure).
+  const H5T_class_t cls = H5Tget_class(type);
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT)
+    fail(ErrorCategory::format, "{}: UFF '{}' is not an integer or floating-point dataset", path,
+         name);
   const double declared = static_cast<double>(n) * static_cast<double>(element);
   const double stored = static_cast<double>(H5Dget_storage_size(ds));
   // Without a filter the file must hold every declared byte: libhdf5 1.10 copies the declared
@@ -311,6 +318,9 @@ UltrasoundData read_uff(const std::string& path) {
   if (!std::filesystem::exists(path)) fail(ErrorCategory::io, "{}: no such file", path);
   if (H5Fis_hdf5(path.c_str()) <= 0)
     fail(ErrorCategory::format, "{}: not an HDF5 (UFF) file", path);
+  // libhdf5 allocates buffers sized by lengths in the file before it reads them: the metadata
+  // are walked and checked against the file's size first (hdf5_check.hpp).
+  detail::check_hdf5_structure(path, static_cast<std::int64_t>(std::filesystem::file_size(path)));
   H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (file.id < 0) fail(ErrorCategory::io, "{}: cannot open", path);
   if (!exists(file, "channel_data"))

@@ -22,6 +22,8 @@
 #endif
 #ifdef WARPBEAM_HAVE_HDF5
 #include <hdf5.h>
+
+#include "io/hdf5_check.hpp"
 #endif
 
 namespace warpbeam::io {
@@ -109,6 +111,7 @@ herr_t check_dataset(hid_t obj, const char* name, const ObjectInfo* info, void* 
 
 void check_mat73_structure(const std::string& path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  detail::check_hdf5_structure(path, static_cast<std::int64_t>(std::filesystem::file_size(path)));
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file < 0) fail(ErrorCategory::format, "{}: a v7.3 .mat file HDF5 cannot open", path);
   std::string verdict = path;
