@@ -1,5 +1,7 @@
 // TbfCapture: LWA TBF frames over UDP (one frame per datagram) into a BlockRing, each frame
 // placed by its time tag and first channel (warpbeam/stream/capture.hpp).
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -227,6 +229,13 @@ TbfCapture::TbfCapture(TbfStreamConfig config, StreamCounters& counters)
   std::int64_t granted = 0;
   fd_ = detail::bind_udp(cfg_.listen, cfg_.socket_buffer_mib, &port_, &granted);
   c_.socket_buffer = granted;
+  // UDP GRO (Linux >= 5.0): the kernel may hand over runs of datagrams of one size as one
+  // message (a NIC's receive offload, or a sender's segmentation offload on loopback, as
+  // `warpbeam send` uses): one socket-buffer entry and one copy per run instead of per frame.
+  // run() splits each message at the size the kernel reports. Where it is refused, one datagram
+  // per message, as before.
+  int one = 1;
+  (void)setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &one, sizeof one);
   thread_ = std::thread([this] { run(); });
   if (cfg_.capture_core >= 0) detail::leave_core(cfg_.capture_core);
 }
@@ -246,12 +255,13 @@ void TbfCapture::run() {
   if (cfg_.capture_core >= 0 && !detail::pin_this_thread(cfg_.capture_core))
     warnf("--capture-core {}: the capture thread could not be pinned", cfg_.capture_core);
   constexpr int kBatch = 64;
-  const std::size_t frame_bytes = static_cast<std::size_t>(io::tbf_frame_bytes(cfg_.nstand));
-  const std::size_t slot_bytes = frame_bytes + 64;  // a longer datagram shows as too long
+  // A slot holds the largest UDP message, a GRO run of datagrams (at most 65,507 bytes).
+  constexpr std::size_t slot_bytes = 65536;
   std::vector<std::uint8_t> buf(slot_bytes * kBatch);
   std::vector<iovec> iov(kBatch);
   std::vector<mmsghdr> msgs(kBatch);
-  constexpr std::size_t kControl = CMSG_SPACE(sizeof(std::uint32_t));
+  // SO_RXQ_OVFL's drop count and UDP_GRO's datagram size.
+  constexpr std::size_t kControl = CMSG_SPACE(sizeof(std::uint32_t)) + CMSG_SPACE(sizeof(int));
   std::vector<std::uint8_t> control(kControl * kBatch);
   Placer placer(cfg_, *ring_, c_);
   bool started = false;
@@ -295,35 +305,49 @@ void TbfCapture::run() {
         break;
       }
     }
-    std::int64_t bytes = 0;
+    std::int64_t bytes = 0, datagrams = 0;
     std::uint32_t drops = 0;
     bool have_drops = false;
-    for (int i = 0; i < n; ++i) {
-      const std::uint8_t* p = buf.data() + i * slot_bytes;
-      const std::size_t len = msgs[i].msg_len;
-      bytes += static_cast<std::int64_t>(len);
-      for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); cm;
-           cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm))
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_RXQ_OVFL) {
-          std::memcpy(&drops, CMSG_DATA(cm), sizeof drops);  // the socket's running total
-          have_drops = true;
-        }
-      last_at = now;
+    const auto take = [&](const std::uint8_t* p, std::size_t len) {
+      ++datagrams;
       if (started) {
         placer.place(p, len);
-        continue;
+        return;
       }
       int b = 0;
       if (placer.check(p, len, &b) < 0) {
         ++c_.invalid;
-        continue;
+        return;
       }
       if (pending.empty()) first_at = now;
       pending.emplace_back(p, p + len);
+    };
+    for (int i = 0; i < n; ++i) {
+      const std::uint8_t* p = buf.data() + i * slot_bytes;
+      const std::size_t len = msgs[i].msg_len;
+      bytes += static_cast<std::int64_t>(len);
+      int segment = 0;  // a GRO run's datagram size; 0: one datagram
+      for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); cm;
+           cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_RXQ_OVFL) {
+          std::memcpy(&drops, CMSG_DATA(cm), sizeof drops);  // the socket's running total
+          have_drops = true;
+        }
+        if (cm->cmsg_level == IPPROTO_UDP && cm->cmsg_type == UDP_GRO)
+          std::memcpy(&segment, CMSG_DATA(cm), sizeof segment);
+      }
+      last_at = now;
+      if (segment <= 0) {
+        take(p, len);
+        continue;
+      }
+      const auto seg = static_cast<std::size_t>(segment);
+      for (std::size_t off = 0; off < len; off += seg)
+        take(p + off, std::min(seg, len - off));
     }
     if (n > 0) {
       placer.publish();
-      c_.packets += n;
+      c_.packets += datagrams;
       c_.bytes += bytes;
       if (have_drops) c_.kernel_drops = drops;
       c_.capture_place_ns +=

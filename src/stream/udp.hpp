@@ -37,7 +37,10 @@ void leave_core(int core);
 /// A UDP socket connected to `to` (send() then needs no address). Throws io.
 int connect_udp(const Endpoint& to, int buffer_mib);
 
-/// Sends `n` datagrams (sendmmsg); retries on ENOBUFS/EAGAIN and EINTR. Throws io.
+/// Sends `n` datagrams (sendmmsg); retries on ENOBUFS/EAGAIN and EINTR. Throws io. Runs of
+/// consecutive datagrams of one size go as one UDP_SEGMENT send each (segmentation offload: the
+/// kernel's cost per send, not per datagram; what spead2's sender does), each still a datagram
+/// on the wire; without the offload, one datagram per message.
 void send_all(int fd, const std::vector<const std::uint8_t*>& data,
               const std::vector<std::size_t>& sizes);
 
