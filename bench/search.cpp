@@ -112,11 +112,11 @@ json measure_reads(const std::string& fil, const search::FileSearchPlan& plan, B
   const double gb = static_cast<double>(one.bytes) / 1e9;
   fmt::print(
       "read stage alone ({} gulps, {:.3f} GB from the page cache, best of {} passes): "
-      "1 thread {:.3f} s ({:.2f} GB/s), {} threads {:.3f} s ({:.2f} GB/s): {:.2f}x\n",
+      "1 thread {:.3f} s ({:.2f} GB/s), {} thread(s) {:.3f} s ({:.2f} GB/s): {:.2f}x\n",
       plan.gulps(), gb, passes, one.read_s, gb / one.read_s, threads, many.read_s, gb / many.read_s,
       one.read_s / many.read_s);
   if (out)
-    fmt::print("unpack to float32 alone: 1 thread {:.3f} s, {} threads {:.3f} s: {:.2f}x\n",
+    fmt::print("unpack to float32 alone: 1 thread {:.3f} s, {} thread(s) {:.3f} s: {:.2f}x\n",
                one.unpack_s, unpack_threads, many.unpack_s, one.unpack_s / many.unpack_s);
   json j = {{"gulps", plan.gulps()},
             {"bytes", one.bytes},
@@ -236,11 +236,12 @@ void bench_search(const SearchBenchOptions& o) {
   fmt::print("{}\n", summary);
   // The last run's stages: what each costs and which of them the wall time waited for.
   fmt::print(
-      "stages (s): read {:.3f} ({} threads, beside the search, which waited {:.3f} for it), "
+      "stages (s): read {:.3f} ({} thread{}, beside the search, which waited {:.3f} for it), "
       "unpack {:.3f}, copy {:.3f}, RFI {:.3f}, dedispersion {:.3f}, search (baseline, RMS, "
       "boxcars, peaks) {:.3f}, clustering {:.3f}{}\n",
-      r.seconds_read, r.read_threads, r.seconds_read_wait, r.seconds_unpack, r.seconds_copy,
-      r.seconds_rfi, r.seconds_dedisp, r.seconds_search, r.seconds_cluster,
+      r.seconds_read, r.read_threads, r.read_threads == 1 ? "" : "s", r.seconds_read_wait,
+      r.seconds_unpack, r.seconds_copy, r.seconds_rfi, r.seconds_dedisp, r.seconds_search,
+      r.seconds_cluster,
       r.backend == "cuda" ? " (copy to search: GPU time on two overlapping streams)" : "");
   fmt::print(
       "host (s): plan {:.3f}, setup {:.3f}, plans during the gulps {:.3f}, waiting for the GPU "
