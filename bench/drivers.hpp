@@ -58,7 +58,9 @@ struct SearchBenchOptions {
   std::int64_t nsamples = 0;     // input samples (0: D1's 2^20)
   int repeats = 3;
   int threads = 0;
+  int read_threads = 0;  // RunOptions::read_threads (0: automatic)
   bool autotune = false;
+  bool read_only = false;  // only the read measurement (one thread against read_threads)
 };
 void bench_search(const SearchBenchOptions& options);
 

@@ -865,6 +865,7 @@ class MemorySource final : public io::FilterbankSource {
   std::int64_t position() const override { return at_; }
   void seek(std::int64_t sample) override { at_ = sample; }
   std::int64_t read_raw(std::int64_t n, std::uint8_t* out) override {
+    if (reads == fail_at_read) fail(ErrorCategory::io, "memory: read {} fails", reads);
     n = std::min(n, header_.nsamples - at_);
     const auto row = static_cast<std::int64_t>(header_.bytes_per_sample());
     std::copy_n(rows_.begin() + at_ * row, n * row, out);
@@ -874,6 +875,7 @@ class MemorySource final : public io::FilterbankSource {
   }
   std::int64_t read(std::int64_t, float*) override { return 0; }
   int reads = 0;
+  int fail_at_read = -1;  ///< this read (from 0) throws Error(io)
 
  private:
   io::FilterbankHeader header_;
@@ -905,6 +907,93 @@ TEST(SearchPlanFile, ExecutesAnyFilterbankSource) {
   sim::simulate_filterbank(other, dir.file("other.fil"));
   MemorySource wrong(dir.file("other.fil"));
   EXPECT_THROW(plan.execute(wrong), Error);
+}
+
+// The gulps are read ahead on a thread of their own: a read that fails there fails the search
+// with its own error (not a hang, not a search of stale rows), whichever gulp it was.
+TEST(SearchPlanFile, AFailedReadFailsTheSearch) {
+  wbtest::TempDir dir;
+  const auto path = two_burst_file(dir, 2.0, 4.5);
+  auto cfg = quiet_config();
+  cfg.dm_max = 700;
+  cfg.boxcar_max = 32;
+  auto run = quiet_run();
+  run.gulp = 5000;
+  MemorySource probe(path);
+  const FileSearchPlan plan(cfg, run, probe.header(), Backend::cpu, "memory");
+  ASSERT_GE(plan.gulps(), 4);
+  for (int k : {0, 1, 3}) {
+    SCOPED_TRACE("read " + std::to_string(k) + " fails");
+    MemorySource mem(path);
+    mem.fail_at_read = k;
+    try {
+      plan.execute(mem);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::io) << e.what();
+      EXPECT_NE(std::string(e.what()).find("read " + std::to_string(k) + " fails"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(mem.reads, k);  // nothing read past the failed read
+  }
+  // A hook that stops the search early: what was read ahead is dropped, the gulps searched are
+  // the hook's.
+  MemorySource mem(path);
+  const auto r = plan.execute(mem, [](std::int64_t done, std::int64_t) { return done < 2; });
+  EXPECT_EQ(r.gulps_searched, 2);
+  EXPECT_LE(mem.reads, 3);
+}
+
+// The reads split among threads and read ahead give the candidates of one thread, for one
+// gulp and for several (the reader's two buffers in turn); every stage's time is reported and
+// the stages of the search's own thread fit in its wall time (the reads run beside it).
+TEST(SearchFile, ReadThreadsLeaveTheCandidatesAloneAndEveryStageIsTimed) {
+  wbtest::TempDir dir;
+  auto s = small_sim(91);
+  s.nchans = 128;  // 3.6 MB of rows: one gulp's read is split in pieces of >= 1 MiB
+  s.foff_mhz = -2;
+  s.duration_s = 7;
+  s.bursts = {{300, 20, 1e-3, 2.0}, {600, 25, 2e-3, 4.5}};
+  const std::string path = dir.file("wide.fil");
+  sim::simulate_filterbank(s, path);
+  auto cfg = quiet_config();
+  cfg.dm_max = 700;
+  cfg.boxcar_max = 32;
+  for (std::int64_t gulp : {std::int64_t{0}, std::int64_t{6000}}) {
+    SCOPED_TRACE("gulp " + std::to_string(gulp));
+    auto run = quiet_run();
+    run.gulp = gulp;
+    run.read_threads = 1;
+    const auto one = search_filterbank(path, cfg, run, Backend::cpu);
+    run.read_threads = 3;
+    const auto three = search_filterbank(path, cfg, run, Backend::cpu);
+    EXPECT_EQ(one.read_threads, 1);
+    EXPECT_EQ(three.read_threads, 3);
+    EXPECT_EQ(io::format_cand(three.candidates), io::format_cand(one.candidates));
+    EXPECT_EQ(bright(three).size(), 2u);
+    if (gulp == 0) {
+      EXPECT_EQ(three.gulps, 1);
+    } else {
+      EXPECT_GE(three.gulps, 3);
+    }
+    const auto j = three.to_json();
+    for (const char* k : {"read", "read_wait", "unpack", "copy", "rfi", "dedisp", "search",
+                          "cluster", "gpu_wait", "setup", "gulp_plans", "plan", "total"})
+      EXPECT_TRUE(j["seconds"].contains(k)) << k;
+    EXPECT_EQ(j["read_threads"], 3);
+    EXPECT_GT(three.seconds_read, 0);
+    EXPECT_GT(three.seconds_unpack, 0);
+    EXPECT_GT(three.seconds_dedisp, 0);
+    EXPECT_GT(three.seconds_plan, 0);
+    EXPECT_EQ(three.seconds_copy, 0);  // cpu: nothing copied
+    EXPECT_EQ(three.seconds_gpu_wait, 0);
+    const double own = three.seconds_read_wait + three.seconds_unpack + three.seconds_rfi +
+                       three.seconds_dedisp + three.seconds_search + three.seconds_cluster +
+                       three.seconds_gulp_plans + three.seconds_setup + three.seconds_plan;
+    EXPECT_LE(own, three.seconds_total * 1.001 + 1e-4);
+    EXPECT_GT(own, three.seconds_total * 0.5);  // the stages are most of the time
+  }
 }
 
 // The plan's memory is what the searcher then holds, by the plans' own reports (not a guess

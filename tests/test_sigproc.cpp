@@ -1,8 +1,11 @@
 // SIGPROC filterbank I/O: every real file in ../shared/data/filterbank against the values that
 // ../shared/data/README.md gives, the Parkes 1/2/4/8-bit files against each other, the writer
 // by round trip, and every bad input the issue lists.
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
+#include <random>
 
 #include "test_util.hpp"
 #include "warpbeam/io/filterbank_source.hpp"
@@ -295,6 +298,93 @@ TEST(Sigproc, BadInputs) {
     expect_error(t.file("absurd.fil"), ErrorCategory::format, "corrupt");
   }
   expect_error(t.path.string(), ErrorCategory::io, "directory");
+}
+
+namespace {
+// A 13-channel 16-bit file of `n` samples whose every byte is random: 26 bytes a row, so the
+// pieces of a parallel read start inside rows.
+std::vector<std::uint8_t> random_file(const std::string& path, std::int64_t n) {
+  const auto h = small_header(16, -0.5);
+  std::vector<std::uint8_t> rows(static_cast<std::size_t>(n) * h.bytes_per_sample());
+  std::mt19937 rng(1234);
+  for (auto& b : rows)
+    b = static_cast<std::uint8_t>(rng());
+  io::FilterbankWriter w(path, h);
+  w.write_raw(rows.data(), rows.size());
+  w.commit();
+  return rows;
+}
+}  // namespace
+
+// A large read_raw() split among threads (positional reads) returns the bytes one fread does,
+// from any sample, and leaves the reader where one fread would (the next read goes on from
+// there, by either path).
+TEST(Sigproc, ReadThreadsReadTheSameBytes) {
+  wbtest::TempDir t;
+  const std::int64_t n = 200003;  // 5.2 MB: pieces of >= 1 MiB for up to 4 threads
+  const auto rows = random_file(t.file("r.fil"), n);
+  const std::size_t row = 26;
+  for (int threads : {1, 2, 3, 4, 7}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    FilterbankReader r(t.file("r.fil"));
+    r.set_read_threads(threads);
+    EXPECT_EQ(r.read_threads(), threads);
+    ASSERT_EQ(r.header().nsamples, n);
+    const std::int64_t first = 12345, count = 150001;
+    r.seek(first);
+    std::vector<std::uint8_t> got(static_cast<std::size_t>(count) * row + 1, 0xA5);
+    ASSERT_EQ(r.read_raw(count, got.data()), count);
+    EXPECT_EQ(got.back(), 0xA5);  // nothing written past the rows asked for
+    got.pop_back();
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), rows.begin() + first * row));
+    EXPECT_EQ(r.position(), first + count);
+    // The next small read (one fread) and the last large one (clipped at the end) go on from
+    // there.
+    std::vector<std::uint8_t> next(10 * row);
+    ASSERT_EQ(r.read_raw(10, next.data()), 10);
+    EXPECT_TRUE(std::equal(next.begin(), next.end(), rows.begin() + (first + count) * row));
+    std::vector<std::uint8_t> rest(static_cast<std::size_t>(n) * row);
+    const std::int64_t left = n - first - count - 10;
+    ASSERT_EQ(r.read_raw(n, rest.data()), left);
+    EXPECT_TRUE(std::equal(rest.begin(), rest.begin() + left * row,
+                           rows.begin() + (first + count + 10) * row));
+    EXPECT_EQ(r.read_raw(5, rest.data()), 0);  // at the end
+  }
+  FilterbankReader r(t.file("r.fil"));
+  r.set_read_threads(0);
+  EXPECT_EQ(r.read_threads(), 1);  // clamped to 1-64
+  r.set_read_threads(1000);
+  EXPECT_EQ(r.read_threads(), 64);
+  // The file through open_filterbank() takes the hint too.
+  const auto src = io::open_filterbank(t.file("r.fil"));
+  src->set_read_threads(3);
+  std::vector<std::uint8_t> all(rows.size());
+  ASSERT_EQ(src->read_raw(n, all.data()), n);
+  EXPECT_EQ(all, rows);
+}
+
+// A file cut short after it was opened: the split read says where, as one fread does.
+TEST(Sigproc, ReadThreadsReportAShortFile) {
+  wbtest::TempDir t;
+  const std::int64_t n = 200003;
+  random_file(t.file("cut.fil"), n);
+  for (int threads : {1, 4}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    const std::string path = t.file("cut" + std::to_string(threads) + ".fil");
+    std::filesystem::copy_file(t.file("cut.fil"), path);
+    FilterbankReader r(path);
+    r.set_read_threads(threads);
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) - 100000 * 26);
+    std::vector<std::uint8_t> got(static_cast<std::size_t>(n) * 26);
+    try {
+      r.read_raw(n, got.data());
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::io) << e.what();
+      EXPECT_NE(std::string(e.what()).find("unexpected end of file"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 namespace {

@@ -150,6 +150,12 @@ void add_bench_search_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all)")->check(CLI::Range(0, 4096));
   cmd->add_flag("--autotune", o->autotune, "CUDA: autotune the dedispersion kernel first");
+  cmd->add_option("--read-threads", o->read_threads,
+                  "Threads per read of a gulp, as search --read-threads (0: automatic)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_flag("--read-only", o->read_only,
+                "Only measure reading (and, cpu, unpacking) the file's gulps: one thread "
+                "against --read-threads, alternately");
   cmd->add_option("--dedisp", o->dedisp,
                   "Dedispersion method, as search --dedisp: brute, subband, fdmt or auto")
       ->check(CLI::IsMember({"auto", "brute", "subband", "fdmt"}))

@@ -311,6 +311,11 @@ void add_search_command(CLI::App& app) {
   cmd->add_option("--gpus", o->gpus,
                   "CUDA devices sharing the work, e.g. 0,1 or 0,0 (default: every visible one; "
                   "under mpirun each rank takes one, local rank mod the list)");
+  cmd->add_option("--read-threads", run.read_threads,
+                  "Threads reading each gulp of the file (0: half the hardware threads, at most "
+                  "8); the gulps are read one ahead of the search on a thread of their own")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   cmd->add_option("--gpu-streams", run.gpu_streams,
                   "CUDA: 2 overlaps gulp n+1's read, copy and RFI stage with gulp n's work; 1 "
                   "runs the gulps in turn")

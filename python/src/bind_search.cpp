@@ -76,6 +76,8 @@ SearchOptions config_from_json(const nlohmann::json& j) {
       r.gpu_streams = v.get<int>();
     else if (k == "autotune")
       r.autotune = v.get<bool>();
+    else if (k == "read_threads")
+      r.read_threads = v.get<int>();
     else
       throw nb::value_error(fmt::format("search: unknown option '{}'", k).c_str());
   }

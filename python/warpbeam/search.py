@@ -22,7 +22,7 @@ CANDIDATE_DTYPE = np.dtype([("snr", np.float32), ("sample", np.int64), ("time_s"
 _OPTIONS = {"dm_min", "dm_max", "dm_tolerance", "pulse_width_us", "boxcar_max", "snr_min",
             "baseline_s", "zap_channels", "zap_sigma", "zero_dm", "time_tol", "filter_tol",
             "dm_tol", "gulp", "memory_bytes", "threads", "beam", "progress",
-            "device_memory_bytes", "device", "gpu_streams", "autotune"}
+            "device_memory_bytes", "device", "gpu_streams", "autotune", "read_threads"}
 
 
 class Candidates(np.ndarray):
@@ -131,7 +131,8 @@ def search(path_or_array, header: dict | None = None, *, backend: str = "auto",
         samples, a power of 2); snr_min (6); baseline_s (2.0 s); zap_channels (list of
         channel indices); zap_sigma (5; 0: no outlier zapping); zero_dm (True); time_tol (3),
         filter_tol (3), dm_tol (200) for the clustering; gulp (0: from the memory budget);
-        memory_bytes (2 GiB); threads (0); beam (0); progress (False); device (0),
+        memory_bytes (2 GiB); threads (0); read_threads (0: half the hardware threads, at
+        most 8, per read of a gulp); beam (0); progress (False); device (0),
         device_memory_bytes (0: 80 % of free), gpu_streams (2), autotune (False) for CUDA.
 
     Returns

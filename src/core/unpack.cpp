@@ -28,6 +28,19 @@ void unpack_subbyte(const std::uint8_t* in, std::size_t count, float* out, bool 
     out[i] = static_cast<float>(s);
   }
 }
+
+// 8- and 16-bit samples: a conversion per value, vectorised, and on every thread for a large
+// count (a gulp of the file search: ~10^8 values, which one thread unpacks in ~0.1 s).
+template <class T>
+void unpack_whole(const std::uint8_t* in, std::size_t count, float* out) {
+  const auto n = static_cast<std::int64_t>(count);
+#pragma omp parallel for simd schedule(static) if (count > (1u << 20))
+  for (std::int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, in + i * static_cast<std::int64_t>(sizeof(T)), sizeof(T));
+    out[i] = static_cast<float>(v);
+  }
+}
 }  // namespace
 
 void unpack_samples(const std::uint8_t* in, int nbits, std::size_t count, float* out,
@@ -41,18 +54,16 @@ void unpack_samples(const std::uint8_t* in, int nbits, std::size_t count, float*
       return unpack_subbyte<4>(in, count, out, is_signed);
     case 8:
       if (is_signed) {
-        for (std::size_t i = 0; i < count; ++i)
-          out[i] = static_cast<std::int8_t>(in[i]);
+        unpack_whole<std::int8_t>(in, count, out);
       } else {
-        for (std::size_t i = 0; i < count; ++i)
-          out[i] = in[i];
+        unpack_whole<std::uint8_t>(in, count, out);
       }
       return;
-    case 16:
-      for (std::size_t i = 0; i < count; ++i) {
-        std::uint16_t v;
-        std::memcpy(&v, in + 2 * i, 2);  // little-endian files on little-endian hosts
-        out[i] = is_signed ? static_cast<float>(static_cast<std::int16_t>(v)) : v;
+    case 16:  // little-endian files on little-endian hosts
+      if (is_signed) {
+        unpack_whole<std::int16_t>(in, count, out);
+      } else {
+        unpack_whole<std::uint16_t>(in, count, out);
       }
       return;
     case 32:

@@ -25,6 +25,7 @@ class SigprocSource final : public FilterbankSource {
     return reader_.read_raw(nsamp, out);
   }
   std::int64_t read(std::int64_t nsamp, float* out) override { return reader_.read(nsamp, out); }
+  void set_read_threads(int threads) override { reader_.set_read_threads(threads); }
 
  private:
   FilterbankReader reader_;

@@ -10,7 +10,9 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <thread>
 
+#include "search/gulp_reader.hpp"
 #include "search/gulp_searcher.hpp"
 #include "warpbeam/dedisp.hpp"
 #include "warpbeam/format.hpp"
@@ -160,13 +162,22 @@ void RunOptions::validate() const {
          device_memory_bytes);
   require_range("device", device, 0, 1023);
   require_range("gpu_streams", gpu_streams, 1, 2);
+  require_range("read_threads", read_threads, 0, 64);
+}
+
+int RunOptions::resolved_read_threads() const {
+  if (read_threads > 0) return read_threads;
+  // Half the hardware threads: the page cache copies at a few GB/s per thread, and the other
+  // half is left to the search (and, on a GPU host, to the threads that feed the GPU).
+  const auto hw = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(hw / 2, 1, 8);
 }
 
 nlohmann::json RunOptions::to_json() const {
-  return {{"gulp", gulp},        {"memory_bytes", memory_bytes},
-          {"threads", threads},  {"device_memory_bytes", device_memory_bytes},
-          {"device", device},    {"gpu_streams", gpu_streams},
-          {"autotune", autotune}};
+  return {{"gulp", gulp},         {"memory_bytes", memory_bytes},
+          {"threads", threads},   {"device_memory_bytes", device_memory_bytes},
+          {"device", device},     {"gpu_streams", gpu_streams},
+          {"autotune", autotune}, {"read_threads", read_threads}};
 }
 
 void SearchResult::add_zapped(const std::vector<std::uint8_t>& gulp_reasons) {
@@ -201,6 +212,7 @@ nlohmann::json SearchResult::to_json() const {
           {"device_memory_bytes", device_memory_bytes},
           {"bytes_to_device", bytes_to_device},
           {"bytes_from_device", bytes_from_device},
+          {"read_threads", read_threads},
           {"min_channels_kept", min_channels_kept},
           {"zapped_channels",
            {{"mask", zapped_channels(kZapMask)},
@@ -208,11 +220,18 @@ nlohmann::json SearchResult::to_json() const {
             {"outlier", zapped_channels(kZapOutlier)}}},
           {"seconds",
            {{"read", seconds_read},
+            {"read_wait", seconds_read_wait},
+            {"unpack", seconds_unpack},
+            {"copy", seconds_copy},
             {"rfi", seconds_rfi},
             {"dedisp", seconds_dedisp},
             {"search", seconds_search},
             {"cluster", seconds_cluster},
-            {"setup", seconds_setup}}}};
+            {"gpu_wait", seconds_gpu_wait},
+            {"setup", seconds_setup},
+            {"gulp_plans", seconds_gulp_plans},
+            {"plan", seconds_plan},
+            {"total", seconds_total}}}};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -310,9 +329,14 @@ FileSearchPlan::FileSearchPlan(FileSearchConfig config, RunOptions options,
   const bool cuda = backend_ == Backend::cuda;
   const std::int64_t device_budget = cuda ? device_memory_budget(o) : 0;
   const int lanes = cuda ? o.gpu_streams : 1;
+  // The searcher's buffers and the reader's (search_gulps(): detail::kReadBuffers gulps of
+  // packed rows on the host, which the searcher takes instead of its own).
   auto need = [&](std::int64_t len, std::int64_t chunk, const Workspace* method_plan = nullptr) {
-    return GulpSearcher::estimate(h, backend_, len, max_delay_, chunk, threads_, lanes,
-                                  method_plan);
+    Workspace w = GulpSearcher::estimate(h, backend_, len, max_delay_, chunk, threads_, lanes,
+                                         method_plan, false);
+    w.host_bytes +=
+        detail::kReadBuffers * (len + max_delay_) * static_cast<std::int64_t>(h.bytes_per_sample());
+    return w;
   };
   auto fits = [&](const Workspace& w) {
     return w.host_bytes <= o.memory_bytes && (!cuda || w.device_bytes <= device_budget);
@@ -522,6 +546,7 @@ SearchResult FileSearchPlan::execute(io::FilterbankSource& source, const GulpHoo
          "planned for ({} channels, {} bits, {} samples)",
          source.path(), sh.nchans, sh.nbits, sh.nsamples, name_, header_.nchans, header_.nbits,
          header_.nsamples);
+  const auto t_start = std::chrono::steady_clock::now();
   SearchResult res = planned_result(*this);
 
   // Clustering across gulps: the peaks of gulp g are complete once the searcher hands them over;
@@ -563,6 +588,8 @@ SearchResult FileSearchPlan::execute(io::FilterbankSource& source, const GulpHoo
   res.candidates.reserve(clusters.size());
   for (const auto& cl : clusters)
     res.candidates.push_back(to_candidate(cl, res.dms, header_.tsamp, config_.beam));
+  res.seconds_total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return res;
 }
 
@@ -570,9 +597,15 @@ SearchResult search_filterbank(const std::string& path, const FileSearchConfig& 
                                const RunOptions& options, Backend backend) {
   config.validate();
   options.validate();
+  const auto t0 = std::chrono::steady_clock::now();
   const auto source = io::open_filterbank(path);
   const FileSearchPlan plan(config, options, source->header(), backend, path);
-  return plan.execute(*source);
+  const double plan_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  SearchResult res = plan.execute(*source);
+  res.seconds_plan = plan_s;
+  res.seconds_total += plan_s;
+  return res;
 }
 
 }  // namespace warpbeam::search

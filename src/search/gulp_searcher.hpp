@@ -58,14 +58,26 @@ struct GulpInput {
   std::uint8_t* device = nullptr;
   const Stream* stream = nullptr;
 };
-/// Fills the gulp's rows and returns where they are: host() or device, or its own host memory
-/// that stays valid until the gulp is finished (cpu: until submit() returns).
+/// Fills the gulp's rows and returns where they are: host() or device, or its own host memory,
+/// which needs to stay valid only until submit() returns (cpu: unpacked by then; cuda: copied
+/// to the device by then), so a caller can read the next gulp into it meanwhile.
 using GulpLoader = std::function<const std::uint8_t*(GulpInput&)>;
 
-/// Wall or device time per stage (s) and bytes moved, summed over gulps.
+/// Wall or device time per stage (s) and bytes moved, summed over gulps (SearchResult's
+/// seconds_* say what each one measures).
 struct StageTimes {
-  double read = 0, rfi = 0, dedisp = 0, search = 0, setup = 0;
+  double read = 0;       ///< search_gulps(): the reader thread's reads
+  double read_wait = 0;  ///< host, in submit(): the loader's wall time (search_gulps: waiting
+                         ///< for the reader thread)
+  double unpack = 0;     ///< cpu: unpacking to float32 (cuda: in rfi, on the GPU)
+  double copy = 0;       ///< cuda: the rows' copy to the device (GPU events)
+  double rfi = 0, dedisp = 0, search = 0;
+  double setup = 0;       ///< host: the searcher's (and reader's) buffers, before the first gulp
+  double gulp_plans = 0;  ///< host: dedispersion and search plans made during the gulps
+  double gpu_wait = 0;    ///< cuda, host: blocked on the GPU (RFI statistics, peaks)
   std::int64_t bytes_to_device = 0, bytes_from_device = 0;
+  /// Adds another searcher's times and byte counts.
+  StageTimes& operator+=(const StageTimes& o);
   /// Copies the stage times and byte counts into a search's result.
   void report_to(SearchResult& r) const;
 };
@@ -74,10 +86,12 @@ class GulpSearcher {
  public:
   /// A searcher of DM trials [dm_begin, dm_end) of `plan`'s gulps on the plan's backend, on CUDA
   /// device `device` (the pipeline's stores have devices of their own; the file search passes
-  /// plan.options().device) with plan.options().gpu_streams lanes. `host_input` (cuda): the
-  /// loaders return host rows, so each lane pins a host buffer up front (false: they put the
-  /// rows in GulpInput::device; a lane pins one only if a loader asks for host()). `plan` must
-  /// outlive the searcher. Throws invalid_argument for an empty or outside DM range.
+  /// plan.options().device) with plan.options().gpu_streams lanes. `host_input`: the loaders
+  /// fill GulpInput::host(), so the searcher holds a host buffer for the rows up front (cuda:
+  /// pinned, one per lane); false: they put the rows in GulpInput::device or return their own
+  /// (search_gulps(): the reader's buffers), and a buffer is made only if a loader asks for
+  /// host(). `plan` must outlive the searcher. Throws invalid_argument for an empty or outside
+  /// DM range.
   static std::unique_ptr<GulpSearcher> make(const FileSearchPlan& plan, std::int64_t dm_begin,
                                             std::int64_t dm_end, int device,
                                             bool host_input = true);
@@ -86,10 +100,12 @@ class GulpSearcher {
   /// dedispersion and search plans' workspace reports. Brute force (`method_plan` null): linear
   /// in `chunk`. subband / fdmt: `method_plan` is the estimate_workspace() of the largest
   /// chunk's dedispersion plan, which the CPU searcher holds once and the CUDA one per lane
-  /// (their buffers cannot be shared by two streams).
+  /// (their buffers cannot be shared by two streams). `host_input` as make()'s: whether the
+  /// searcher's own host buffers for the packed rows are counted.
   static Workspace estimate(const io::FilterbankHeader& header, Backend backend,
                             std::int64_t plane_len, std::int32_t max_delay, std::int64_t chunk,
-                            int threads, int lanes, const Workspace* method_plan = nullptr);
+                            int threads, int lanes, const Workspace* method_plan = nullptr,
+                            bool host_input = true);
 
   virtual ~GulpSearcher() = default;
   /// Searches gulp `gulp` (plan.gulp_range(gulp); `rows` input rows from its p0: plane + max
@@ -115,7 +131,9 @@ struct SearchSlice {
 
 /// Searches `slice` of `plan`, reading its gulps from `source`, on CUDA device `device`
 /// (cuda), and hands each gulp's peaks, in gulp order, to `sink`; stops submitting gulps when
-/// `sink` returns false. Adds the stage times to `times`.
+/// `sink` returns false. The gulps are read one ahead on a thread of its own (GulpReader,
+/// plan.options().read_threads per read, which it sets on `source`). Adds the stage times to
+/// `times`.
 void search_gulps(const FileSearchPlan& plan, io::FilterbankSource& source,
                   const SearchSlice& slice, int device,
                   const std::function<bool(GulpPeaks&&)>& sink, StageTimes& times);

@@ -37,14 +37,16 @@ void unpack_rows(const io::FilterbankHeader& h, const std::uint8_t* raw, std::in
 
 class CpuGulpSearcher final : public GulpSearcher {
  public:
-  CpuGulpSearcher(const FileSearchPlan& plan, std::int64_t dm_begin, std::int64_t dm_end)
+  CpuGulpSearcher(const FileSearchPlan& plan, std::int64_t dm_begin, std::int64_t dm_end,
+                  bool host_input)
       : plan_(plan), rfi_(plan.rfi()), dm_begin_(dm_begin), dm_end_(dm_end) {
     const auto t0 = Clock::now();
     const io::FilterbankHeader& h = plan.header();
     // The largest gulp's buffers up front: growing a vector would hold two copies for a moment.
     const std::int64_t max_rows = plan.plane_samples() + plan.max_delay();
-    raw_.reserve(
-        static_cast<std::size_t>(max_rows * static_cast<std::int64_t>(h.bytes_per_sample())));
+    if (host_input)
+      raw_.reserve(
+          static_cast<std::size_t>(max_rows * static_cast<std::int64_t>(h.bytes_per_sample())));
     gulp_.reserve(static_cast<std::size_t>(max_rows * h.nchans));
     plane_.reserve(static_cast<std::size_t>(std::min(plan.dm_chunk(), dm_end - dm_begin) *
                                             plan.plane_samples()));
@@ -68,9 +70,10 @@ class CpuGulpSearcher final : public GulpSearcher {
       return raw_.data();
     };
     const std::uint8_t* src = load(in);
+    lap(clock, times_.read_wait);
     gulp_.resize(static_cast<std::size_t>(rows * h.nchans));
     unpack_rows(h, src, rows, gulp_.data());
-    lap(clock, times_.read);
+    lap(clock, times_.unpack);
     const RfiReport rep = clean_filterbank(gulp_.data(), rows, h.nchans, rfi_, plan_.threads());
     lap(clock, times_.rfi);
 
@@ -84,13 +87,14 @@ class CpuGulpSearcher final : public GulpSearcher {
       const std::int64_t d1 = std::min(dm_end_, d0 + plan_.dm_chunk());
       plane_.resize(static_cast<std::size_t>((d1 - d0) * len));
       const auto& dp = dedispersion_plan(d0, d1, len);
+      const auto& sp = search_plan(d0, d1, len);
+      lap(clock, times_.gulp_plans);
       dp.execute(View<const std::uint8_t, 2>(reinterpret_cast<const std::uint8_t*>(gulp_.data()),
                                              {dp.config().nsamples_in, dp.row_bytes()}),
                  View<float, 2>(plane_.data(), {d1 - d0, len}));
       lap(clock, times_.dedisp);
-      search_plan(d0, d1, len)
-          .execute(View<const float, 2>(plane_.data(), {d1 - d0, len}), r.own_begin - r.p0,
-                   r.own_end - r.p0, static_cast<std::int32_t>(d0), r.p0, out.peaks);
+      sp.execute(View<const float, 2>(plane_.data(), {d1 - d0, len}), r.own_begin - r.p0,
+                 r.own_end - r.p0, static_cast<std::int32_t>(d0), r.p0, out.peaks);
       lap(clock, times_.search);
     }
     sink(std::move(out));
@@ -146,8 +150,9 @@ class CpuGulpSearcher final : public GulpSearcher {
 }  // namespace
 
 std::unique_ptr<GulpSearcher> make_cpu_gulp_searcher(const FileSearchPlan& plan,
-                                                     std::int64_t dm_begin, std::int64_t dm_end) {
-  return std::make_unique<CpuGulpSearcher>(plan, dm_begin, dm_end);
+                                                     std::int64_t dm_begin, std::int64_t dm_end,
+                                                     bool host_input) {
+  return std::make_unique<CpuGulpSearcher>(plan, dm_begin, dm_end, host_input);
 }
 
 }  // namespace warpbeam::search

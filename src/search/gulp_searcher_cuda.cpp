@@ -4,8 +4,9 @@
 // `lanes` lanes (1 or 2), one CUDA stream each, each with its own buffers (the gulp's packed rows
 // and channel rows: CudaGulpCleaner; the plane; the search scratch: CudaPlaneSearcher; a pinned
 // host buffer for rows read on the host, allocated on first use). Gulp n goes to lane n % lanes:
-//   host: the loader reads gulp n (packed rows) into the lane's pinned buffer, or enqueues a
-//         device copy into the lane's device buffer (the pipeline's beam rows)
+//   host: the loader hands over gulp n's packed rows (the file search: the GulpReader's pinned
+//         buffer, read ahead on its own thread), reads them into the lane's pinned buffer, or
+//         enqueues a device copy into the lane's device buffer (the pipeline's beam rows)
 //   its stream: copy to the device -> unpack + corner turn -> per-channel statistics -> copy
 //               the statistics back
 //   host: wait for them (the other lane's gulp n-1 keeps the GPU busy meanwhile), decide the
@@ -13,10 +14,11 @@
 //   its stream: clean (normalise, zap, zero-DM) -> per chunk of DM trials: dedisperse
 //               (channel-major input) -> search the plane -> copy the peak count back
 //   host: collect gulp n-1's peaks (waits for its stream), hand them to the sink (clustering),
-//         then read gulp n+1 while the GPU works on gulp n.
+//         then load gulp n+1 while the GPU works on gulp n (the loader's host rows are free
+//         again when submit() returns: the statistics came after their copy).
 // So the read and copy of gulp n+1 and its RFI stage overlap the dedispersion and search of gulp
 // n, and the host holds at most two gulps. With one lane each gulp is finished before the next
-// is read: the reference the tests compare the overlapped pipeline with. The brute-force
+// is submitted: the reference the tests compare the overlapped pipeline with. The brute-force
 // dedispersion plans (channel-major plans hold no scratch) and the search configurations per
 // (chunk, plane length) are shared by the lanes; a sub-band or FDMT plan holds its stage-1 series
 // or level buffers, so each lane has its own, one at a time (made again when the chunk or the
@@ -43,6 +45,9 @@ using detail::CudaPlaneSearcher;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Distinct plane lengths a file search has: first, middle, last gulps (and the one before the
 // last when the last is shorter than the margin). The budget counts the dedispersion plans of
@@ -115,7 +120,7 @@ class CudaGulpSearcher final : public GulpSearcher {
         lanes_.back()->searched.push_back(std::make_unique<Event>());
       }
     }
-    times_.setup = std::chrono::duration<double>(Clock::now() - t_setup).count();
+    times_.setup = seconds_since(t_setup);
   }
 
   ~CudaGulpSearcher() override {
@@ -182,30 +187,37 @@ class CudaGulpSearcher final : public GulpSearcher {
     const Key key{k, len};
     if (plan_.dedisp_algorithm() != dedisp::Algorithm::automatic) {
       if (!w.method_plan || w.method_key != key) {
+        const auto t0 = Clock::now();
         w.stream.synchronize();  // its buffers may still be in use by the lane's last gulp
         w.method_plan.reset();
         w.method_plan.emplace(plan_.dedispersion_config(chunks_[k].d0, chunks_[k].d1, len),
                               Backend::cuda);
         w.method_key = key;
+        times_.gulp_plans += seconds_since(t0);
       }
       return *w.method_plan;
     }
     auto it = plans_.find(key);
     if (it == plans_.end()) {
+      const auto t0 = Clock::now();
       auto c = plan_.dedispersion_config(chunks_[k].d0, chunks_[k].d1, len);
       if (tuned_) {
         c.algorithm = tuned_->algorithm;
         c.tuning = tuned_->tuning;
       }
       it = plans_.emplace(key, dedisp::DedispersionPlan(c, Backend::cuda)).first;
+      times_.gulp_plans += seconds_since(t0);
     }
     return it->second;
   }
   const SearchConfig& config_for(std::size_t k, std::int64_t len) {
     const Key key{k, len};
     auto it = configs_.find(key);
-    if (it == configs_.end())
+    if (it == configs_.end()) {
+      const auto t0 = Clock::now();
       it = configs_.emplace(key, plan_.search_config(chunks_[k].d0, chunks_[k].d1, len)).first;
+      times_.gulp_plans += seconds_since(t0);
+    }
     return it->second;
   }
 
@@ -245,7 +257,7 @@ class CudaGulpSearcher final : public GulpSearcher {
     in.stream = &w.stream;
     const auto t0 = Clock::now();
     const std::uint8_t* src = load(in);
-    times_.read += std::chrono::duration<double>(Clock::now() - t0).count();
+    times_.read_wait += seconds_since(t0);
     w.start.record(&w.stream);
     if (src != in.device) {  // host rows: copy them
       copy_bytes(w.cleaner.raw(), src, bytes, &w.stream);
@@ -253,7 +265,12 @@ class CudaGulpSearcher final : public GulpSearcher {
     }
     w.copied.record(&w.stream);
     w.cleaner.enqueue_stats(rows, &w.stream);
-    const RfiReport rep = w.cleaner.enqueue_clean(rfi_, &w.stream);
+    const auto t1 = Clock::now();
+    const RfiReport rep = w.cleaner.enqueue_clean(rfi_, &w.stream);  // waits for the statistics
+    // The loader's host rows are copied once submit() returns (GulpLoader): already so, since
+    // the statistics came after the copy on this stream; said here in so many words.
+    w.copied.synchronize();
+    times_.gpu_wait += seconds_since(t1);
     w.cleaned.record(&w.stream);
     w.kept = rep.kept();
     w.zap_reason = rep.reason;
@@ -267,8 +284,10 @@ class CudaGulpSearcher final : public GulpSearcher {
   void finish(Lane& w, const GulpSink& sink) {
     const GulpRange r = plan_.gulp_range(w.gulp);
     std::vector<Peak> found;
+    const auto t0 = Clock::now();
     while (!w.searcher.collect(&w.stream, found))
       enqueue_chunks(w, r);  // the peak buffer grew: search again (the gulp is still there)
+    times_.gpu_wait += seconds_since(t0);
     std::sort(found.begin(), found.end(),
               [](const Peak& a, const Peak& b) { return a.dm_trial < b.dm_trial; });
     GulpPeaks out;
@@ -287,7 +306,7 @@ class CudaGulpSearcher final : public GulpSearcher {
       detail::finish_plane_peaks(out.peaks, first, max_peaks);
       it = end;
     }
-    times_.read += w.copied.elapsed_ms_since(w.start) * 1e-3;
+    times_.copy += w.copied.elapsed_ms_since(w.start) * 1e-3;
     times_.rfi += w.cleaned.elapsed_ms_since(w.copied) * 1e-3;
     for (std::size_t k = 0; k < chunks_.size(); ++k) {
       const Event& before = k == 0 ? w.cleaned : *w.searched[k - 1];
@@ -322,11 +341,11 @@ std::unique_ptr<GulpSearcher> make_cuda_gulp_searcher(const FileSearchPlan& plan
 
 Workspace estimate_cuda_gulp_searcher(const io::FilterbankHeader& h, std::int64_t plane_len,
                                       std::int32_t max_delay, std::int64_t chunk, int lanes,
-                                      const Workspace* method_plan) {
+                                      const Workspace* method_plan, bool host_input) {
   const std::int64_t rows = plane_len + max_delay;
   const auto row_bytes = static_cast<std::int64_t>(h.bytes_per_sample());
   Workspace per_lane;
-  per_lane.host_bytes = rows * row_bytes;  // the pinned rows read on the host
+  per_lane.host_bytes = host_input ? rows * row_bytes : 0;  // the pinned rows read on the host
   per_lane.device_bytes = detail::gulp_cleaner_bytes(h.nchans, rows, row_bytes) +
                           chunk * plane_len * static_cast<std::int64_t>(sizeof(float)) +
                           detail::plane_searcher_bytes(plane_len, chunk);

@@ -36,6 +36,9 @@ class FilterbankSource {
   virtual std::int64_t read_raw(std::int64_t nsamp, std::uint8_t* out) = 0;
   /// Reads up to `nsamp` time samples as float32 [nsamp][nchans]; returns how many.
   virtual std::int64_t read(std::int64_t nsamp, float* out) = 0;
+  /// How many threads one large read_raw() may use (a hint; 1: one thread). SIGPROC splits a
+  /// read of more than a few MiB into positional reads; other formats read as they do.
+  virtual void set_read_threads(int /*threads*/) {}
 };
 
 /// Opens `path` as a filterbank by its content (not its name): a FITS file (first card

@@ -83,7 +83,11 @@ class FilterbankReader {
   /// Reads up to `nsamp` time samples as float32 into out[nsamp][nchans]; returns how many.
   std::int64_t read(std::int64_t nsamp, float* out);
   /// Reads up to `nsamp` time samples of packed bytes into out (nsamp * bytes_per_sample()).
+  /// A read of more than a few MiB is split among read_threads() threads (positional reads).
   std::int64_t read_raw(std::int64_t nsamp, std::uint8_t* out);
+  /// Threads of one large read_raw() (1, the default: one fread); clamped to 1-64.
+  void set_read_threads(int threads);
+  int read_threads() const { return read_threads_; }
   /// Reads the whole data section as float32 [nsamples][nchans].
   std::vector<float> read_all();
 
@@ -92,6 +96,7 @@ class FilterbankReader {
   FilterbankHeader header_;
   std::FILE* fp_ = nullptr;
   std::int64_t position_ = 0;
+  int read_threads_ = 1;
   std::vector<std::uint8_t> raw_;
 };
 

@@ -22,10 +22,15 @@
 // pulse is lost at a gulp edge and none is counted twice. The statistics (RFI, baseline, RMS) are
 // per gulp.
 //
-// Memory: every buffer of a gulp is what a plan reports (Workspace, as cufftGetSize): the packed
-// and the cleaned float32 rows of a gulp, clean_filterbank_workspace(), the DM-time plane of one
-// chunk of DM trials, DedispersionPlan::estimate_workspace() and SearchPlan::estimate_workspace()
-// (cpu); two pinned gulps of packed rows on the host and, per CUDA stream, the gulp, its channel
+// Reading: the packed rows of each gulp are read one gulp ahead on a thread of their own, into
+// one of two host buffers (pinned for cuda), each read split among RunOptions::read_threads
+// threads (SIGPROC: positional reads), so the read of gulp n+1 overlaps the search of gulp n.
+//
+// Memory: every buffer of a gulp is what a plan reports (Workspace, as cufftGetSize): the
+// reader's two gulps of packed rows; the cleaned float32 rows of a gulp,
+// clean_filterbank_workspace(), the DM-time plane of one chunk of DM trials,
+// DedispersionPlan::estimate_workspace() and SearchPlan::estimate_workspace() (cpu); per CUDA
+// stream, the gulp, its channel
 // rows with their statistics, the plane and the search scratch, plus the dedispersion plans'
 // tables (cuda). The gulp is halved until they fit RunOptions::memory_bytes (and
 // device_memory_bytes), then the DM list is cut into chunks that fit; if even one DM trial
@@ -38,10 +43,10 @@
 // Backend cuda: everything but reading and clustering runs on the GPU: the packed samples of a
 // gulp are copied to the device, cleaned there (the RFI statistics come back, the zapping is
 // decided on the host by the same rules), dedispersed from channel-major float32 rows and
-// searched; only the peaks come back. Two streams: while the GPU works on gulp n, the host reads
-// gulp n+1 and its copy and RFI stage run on the other stream. Equal gulps give the CPU's
-// candidates (set RunOptions::gulp to be sure: each backend halves the default for its own
-// budgets).
+// searched; only the peaks come back. Two streams: while the GPU works on gulp n, gulp n+1
+// (read ahead by the reader) is copied and its RFI stage runs on the other stream. Equal gulps give
+// the CPU's candidates (set RunOptions::gulp to be sure: each backend halves the default for its
+// own budgets).
 
 #include <cstdint>
 #include <functional>
@@ -119,6 +124,11 @@ struct RunOptions {
   int device = 0;         ///< CUDA device index
   int gpu_streams = 2;    ///< 2: gulp n+1's read, copy and RFI overlap gulp n's work; 1: in turn
   bool autotune = false;  ///< dedisp::autotune() the dedispersion kernel on the gulp's shape
+  /// Threads that read one gulp of the file (0: half the hardware threads, 1 to 8). The gulps
+  /// are read one ahead on a thread of their own whatever this is.
+  int read_threads = 0;
+  /// read_threads, or when 0 what it stands for on this machine.
+  int resolved_read_threads() const;
 
   void validate() const;
   nlohmann::json to_json() const;
@@ -156,17 +166,28 @@ struct SearchResult {
   std::string backend;        ///< "cpu" or "cuda"
   std::string dedisp_method;  ///< the method that ran: "brute", "subband" or "fdmt"
   std::string dedisp_choice;  ///< why (dedisp automatic): modelled times, S/N; else ""
-  /// Time of each stage (s). cpu: wall time of read, rfi, dedisp, search, cluster. cuda: read =
-  /// host reads + copies to the GPU; rfi, dedisp and search = GPU time between events on the
-  /// stream of each gulp (the two streams overlap, so the stages sum to more than the wall time);
-  /// cluster = host.
-  double seconds_read = 0, seconds_rfi = 0, seconds_dedisp = 0, seconds_search = 0,
-         seconds_cluster = 0;
+  /// Time of each stage (s), summed over gulps. read: the reader thread's reads of the packed
+  /// rows (beside the search: the gulps are read one ahead); read_wait: the time the search
+  /// waited for them (what the read adds to the wall time). cpu: unpack, rfi, dedisp, search =
+  /// wall time. cuda: copy (the rows to the GPU), rfi (unpack, statistics, cleaning), dedisp and
+  /// search (baseline, RMS, boxcars, peaks) = GPU time between events on the stream of each
+  /// gulp (two streams overlap, so these sum to more than the wall time); gpu_wait = host time
+  /// blocked on the GPU (the RFI statistics, the peaks). cluster: host, clustering.
+  double seconds_read = 0, seconds_read_wait = 0, seconds_unpack = 0, seconds_copy = 0,
+         seconds_rfi = 0, seconds_dedisp = 0, seconds_search = 0, seconds_cluster = 0,
+         seconds_gpu_wait = 0;
   /// Wall time of the runner before its first gulp (cuda: pinned host buffers, device buffers,
   /// streams; cpu: host buffers): a fixed cost per search, whatever the file's length.
   double seconds_setup = 0;
+  /// Host: dedispersion and search plans made during the gulps (each new chunk and plane
+  /// length; sub-band and FDMT plans per CUDA stream).
+  double seconds_gulp_plans = 0;
+  /// Wall time of the FileSearchPlan (search_filterbank(); 0 when the caller made it) and of
+  /// the whole search (execute(), plus seconds_plan in search_filterbank()).
+  double seconds_plan = 0, seconds_total = 0;
   std::int64_t bytes_to_device = 0, bytes_from_device = 0;  ///< cuda: bytes copied each way
-  nlohmann::json to_json() const;                           ///< everything but the candidates
+  int read_threads = 0;  ///< threads per read of a gulp (RunOptions::resolved_read_threads)
+  nlohmann::json to_json() const;  ///< everything but the candidates
 };
 
 /// Called by execute() after each gulp with the gulps done so far and the gulps in all; return
