@@ -2,6 +2,7 @@
 // Pipeline test helpers: one small simulated BEST-2 observation shared by the suite (32
 // channels, 10 blocks of 4096 samples = 65.5 ms, a pulsar at az 200 el 70, DM 3, every 10 ms),
 // a beam list with the pulsar's beam and three far ones, GUPPI header edits.
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -87,6 +88,48 @@ inline warpbeam::pipeline::PipelineConfig library_config(const Observation& obs)
   c.run.threads = 2;
   c.run.progress = false;
   return c;
+}
+
+/// The observation's pipeline (library_config, gulps of 1024 beam samples: 5 gulps) with the
+/// blocks in `zeros` replaced by zeros: given as zero-filled blocks to execute() (`as_zeros`
+/// false: what the file path does with a zeroed file) or to execute_zeros() (true: what a live
+/// stream does with the blocks that never came).
+inline warpbeam::pipeline::PipelineResult run_with_zero_blocks(const Observation& obs,
+                                                               warpbeam::Backend backend,
+                                                               const std::vector<int>& zeros,
+                                                               bool as_zeros) {
+  auto cfg = library_config(obs);
+  cfg.run.gulp = 1024;
+  warpbeam::io::GuppiReader reader(obs.raw);
+  const auto& info = reader.info();
+  warpbeam::pipeline::PipelinePlan plan(cfg, info, reader.nblocks(), backend);
+  std::vector<std::uint8_t> block;
+  double mjd = info.mjd_start;
+  for (int k = 0; reader.read_block(block, &mjd); ++k) {
+    const bool zero = std::find(zeros.begin(), zeros.end(), k) != zeros.end();
+    if (zero && as_zeros) {
+      plan.execute_zeros(mjd);
+      continue;
+    }
+    if (zero) std::fill(block.begin(), block.end(), std::uint8_t{0});
+    plan.execute(block.data(), block.size(), mjd);
+  }
+  return plan.finish();
+}
+
+/// Same candidates, field by field (the file path's and the live path's must be identical).
+inline void expect_same_candidates(const warpbeam::pipeline::PipelineResult& a,
+                                   const warpbeam::pipeline::PipelineResult& b) {
+  ASSERT_EQ(a.candidates.size(), b.candidates.size());
+  for (std::size_t i = 0; i < a.candidates.size(); ++i) {
+    const auto &x = a.candidates[i], &y = b.candidates[i];
+    EXPECT_EQ(x.beam, y.beam) << i;
+    EXPECT_EQ(x.sample, y.sample) << i;
+    EXPECT_EQ(x.dm_trial, y.dm_trial) << i;
+    EXPECT_EQ(x.filter, y.filter) << i;
+    EXPECT_EQ(x.members, y.members) << i;
+    EXPECT_EQ(x.snr, y.snr) << i;
+  }
 }
 
 }  // namespace pltest

@@ -283,3 +283,32 @@ TEST(Pipeline, PlanChecksItsBlocks) {
   bad.array.enu_m.pop_back();
   EXPECT_THROW(pipeline::PipelinePlan(bad, reader.info(), 1, Backend::cpu), Error);
 }
+
+// A live stream's blocks that never came are searched as zeros (issue 16). The H200's B1 run of
+// 2026-12-02 beamformed and searched each at full cost, so an engine that had fallen behind and
+// dropped blocks fell further behind, and after the stream ended it searched zeros for minutes.
+// execute_zeros() writes zero beams and skips the gulps that read only zeros; the candidates
+// must stay those of execute() on zero-filled blocks (the file path on the zeroed file).
+TEST(Pipeline, ZeroBlocksCostNoSearchAndGiveTheZeroFilledFilesCandidates) {
+  const Observation& obs = Observation::get();
+  const std::vector<int> zeros = {2, 3, 4, 5, 6, 7, 8};  // beam rows 1024-4608: one whole gulp
+  const auto file = pltest::run_with_zero_blocks(obs, Backend::cpu, zeros, false);
+  const auto live = pltest::run_with_zero_blocks(obs, Backend::cpu, zeros, true);
+  ASSERT_EQ(file.gulps, 5);
+  EXPECT_FALSE(file.candidates.empty()) << "the pulsar in blocks 0, 1 and 9";
+  pltest::expect_same_candidates(file, live);
+  EXPECT_EQ(file.zero_blocks, 0);
+  EXPECT_EQ(file.gulps_skipped, 0);
+  EXPECT_EQ(live.zero_blocks, 7);
+  // Gulp 2 (owned rows 2048-3072, read 1984 to 3072 + margin + the DM 5 delay < 4608) is all
+  // zeros; gulps 1 and 3 read rows of blocks 1 and 9.
+  EXPECT_EQ(live.gulps_skipped, 1);
+  // Every block zeros: no gulp is searched.
+  const auto none =
+      pltest::run_with_zero_blocks(obs, Backend::cpu, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, true);
+  EXPECT_EQ(none.gulps_skipped, 5);
+  EXPECT_TRUE(none.candidates.empty());
+  const auto none_file =
+      pltest::run_with_zero_blocks(obs, Backend::cpu, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, false);
+  EXPECT_TRUE(none_file.candidates.empty()) << "the search of zeros finds nothing";
+}

@@ -216,3 +216,24 @@ TEST(PipelineGpu, PinnedBlocksGiveTheSameCandidatesAndMayBeReusedAtOnce) {
   }
   EXPECT_FALSE(is_pinned_host(blocks.front().data()));
 }
+
+// execute_zeros() on the GPU (issue 16, the live stream's blocks that never came): zero beams
+// written by a memset instead of the beamformer, the gulps of zeros not searched; the candidates
+// are identical to the GPU's own run on zero-filled blocks (where the GPU search of the zero
+// gulp finds nothing), and every-zero blocks give none.
+TEST(PipelineGpu, ZeroBlocksGiveTheZeroFilledBlocksCandidates) {
+  WB_REQUIRE_GPU();
+  const Observation& obs = Observation::get();
+  const std::vector<int> zeros = {2, 3, 4, 5, 6, 7, 8};
+  const auto file = pltest::run_with_zero_blocks(obs, Backend::cuda, zeros, false);
+  const auto live = pltest::run_with_zero_blocks(obs, Backend::cuda, zeros, true);
+  ASSERT_FALSE(file.candidates.empty());
+  expect_identical(file.candidates, live.candidates);
+  EXPECT_EQ(live.zero_blocks, 7);
+  EXPECT_EQ(live.gulps_skipped, 1);
+  EXPECT_EQ(file.gulps_skipped, 0);
+  const std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  EXPECT_TRUE(pltest::run_with_zero_blocks(obs, Backend::cuda, all, false).candidates.empty())
+      << "the GPU search of zeros finds nothing";
+  EXPECT_EQ(pltest::run_with_zero_blocks(obs, Backend::cuda, all, true).gulps_skipped, 5);
+}

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -791,6 +792,39 @@ TEST(StreamSpead, ThePipelineCountsTheHeapsOfBlocksThatNeverCameAsLost) {
   EXPECT_EQ(rec["lost_packets"].get<std::int64_t>(), 12 * hpb - sent["sent"].get<std::int64_t>());
   EXPECT_EQ(rec["zero_filled_blocks"], json::array({10, 11}));
   EXPECT_EQ(rec["dropped_blocks"], 0);
+}
+
+// The H200's B1 run of 2026-12-02: after the stream ended the engine searched the blocks that
+// never came at full cost and had not finished 4 minutes later. A stream of 10 blocks to a
+// pipeline of 2000 (1990 never come): the blocks of zeros are neither beamformed nor searched
+// (every gulp but the first reads only zeros), so the run ends within seconds of the stream
+// (at full cost: ~40 s on the 2-core development VM, about 10 times what it takes now).
+TEST(StreamSpead, ThePipelineDoesNotStallOnTheBlocksThatNeverCame) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  const pltest::Observation& obs = pltest::Observation::get();
+  wbtest::TempDir d;
+  const std::string common =
+      " --beams '" + obs.beams + "' --backend cpu " + pltest::Observation::pipeline_args();
+  wbtest::Background live("pipeline --listen spead://127.0.0.1:0 --blocks 2000 --out '" +
+                              d.file("live") + "' --json '" + d.file("live.json") + "'" + common,
+                          d.file("live.out"), d.file("live.err"));
+  const std::string port = live.wait_for_err(R"(listening on spead://127\.0\.0\.1:(\d+))", 30);
+  ASSERT_FALSE(port.empty()) << live.err();
+  auto r = wbtest::run_cli(
+      fmt::format("send voltages '{}' spead://127.0.0.1:{} --rate 0.02", obs.raw, port));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(live.wait(120), 0) << live.err();
+  const double after_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const json rec = read_json(d.file("live.json"));
+  EXPECT_EQ(rec["stream"]["zero_filled_blocks"].size(), 1990u);
+  EXPECT_EQ(rec["result"]["zero_blocks"], 1990);
+  EXPECT_GT(rec["result"]["gulps"].get<int>(), 1);
+  EXPECT_EQ(rec["result"]["gulps_skipped"].get<int>(), rec["result"]["gulps"].get<int>() - 1);
+  EXPECT_LT(after_s, 20) << "the blocks that never came took " << after_s << " s";
+  EXPECT_LT(rec["stream"]["seconds"]["after_end"].get<double>(), 20);
+  EXPECT_FALSE(io::read_cand(d.file("live/candidates.cand")).empty()) << "the pulsar, block 0-9";
 }
 
 // SIGTERM in mid-stream (the pipeline, as the image test above for EPIC): the block in hand is

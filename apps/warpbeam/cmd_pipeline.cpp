@@ -4,6 +4,7 @@
 // (provenance, parameters, the run's summary with the bytes copied each way), all or none.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -140,19 +141,27 @@ void run_listen(PipelineOptions& o) {
              "warpbeam pipeline: {} channels x {} antennas x {} pol(s), blocks of {} samples\n",
              info.nchans, info.nantennas, info.npol, info.block_samples);
 
-  std::vector<std::uint8_t> zeros;
   nlohmann::json missing = nlohmann::json::array();
   std::int64_t next = 0;
   const auto mjd = [&](std::int64_t k) {
     return info.mjd_start + static_cast<double>(k * info.block_samples) * info.tsamp_s / 86400;
   };
+  // A block that never came costs little (PipelinePlan::execute_zeros: no beamforming, and no
+  // search of a gulp of zeros): an engine that fell behind and dropped blocks catches up instead
+  // of searching zeros at full cost while the ring overflows, and the end of a short stream is
+  // not a stall (the H200's B1 run of 2026-12-02 searched its 111 dropped blocks at full cost).
   const auto feed_zeros = [&](std::int64_t until) {
     for (; next < until && next < o.blocks; ++next) {
-      zeros.assign(static_cast<std::size_t>(info.block_bytes()), 0);
-      plan.execute(zeros.data(), zeros.size(), mjd(next));
+      plan.execute_zeros(mjd(next));
       missing.push_back(next);
     }
   };
+  // Where the engine's time goes: waiting for blocks, or executing them.
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  double waiting_s = 0, engine_s = 0;
   std::string reason = "end of stream";
   // The heaps that reached the search, against the heaps of --blocks blocks: every other heap
   // is zeros in the products, whatever lost it (the kernel's socket buffer, spead2, a late or
@@ -165,15 +174,19 @@ void run_listen(PipelineOptions& o) {
       break;
     }
     bool closed = false;
+    auto t = Clock::now();
     stream::Block* b = capture.ring().next(std::chrono::milliseconds(100), &closed);
+    waiting_s += since(t);
     if (!b) {
       if (closed) break;
       continue;
     }
     const std::int64_t seq = b->info.sequence;
     if (seq >= next && seq < o.blocks) {
+      t = Clock::now();
       feed_zeros(seq);
       plan.execute(b->data, b->bytes, mjd(seq));
+      engine_s += since(t);
       ++next;
       heaps_per_block = b->info.packets_expected;
       heaps_searched += b->info.packets_received;
@@ -189,22 +202,26 @@ void run_listen(PipelineOptions& o) {
   capture.stop();
   if (reason == "end of stream" && capture.timed_out())
     reason = fmt::format("no packet for {} s (--idle-timeout)", o.idle_timeout);
+  const auto t_end = Clock::now();
   feed_zeros(o.blocks);  // the blocks that never came (the run ended early, or the stream short)
   pipeline::PipelineResult r = plan.finish();
+  const double after_end_s = since(t_end);
   counters.candidates = static_cast<std::int64_t>(r.candidates.size());
   if (heaps_per_block == 0) heaps_per_block = capture.heaps_per_block();
   const std::int64_t dropped_heaps = counters.dropped_blocks.load() * heaps_per_block;
   const std::int64_t lost =
       std::max<std::int64_t>(o.blocks * heaps_per_block - heaps_searched - dropped_heaps, 0);
   nlohmann::json k = counters.to_json();
-  o.stream_record = {{"address", sc.listen.to_string()},
-                     {"ended_by", reason},
-                     {"lost_packets", lost},
-                     {"heaps_per_block", heaps_per_block},
-                     {"heaps_searched", heaps_searched},
-                     {"dropped_blocks", k["dropped_blocks"]},
-                     {"zero_filled_blocks", missing},
-                     {"counters", k}};
+  o.stream_record = {
+      {"address", sc.listen.to_string()},
+      {"ended_by", reason},
+      {"lost_packets", lost},
+      {"heaps_per_block", heaps_per_block},
+      {"heaps_searched", heaps_searched},
+      {"dropped_blocks", k["dropped_blocks"]},
+      {"zero_filled_blocks", missing},
+      {"seconds", {{"waiting", waiting_s}, {"engine", engine_s}, {"after_end", after_end_s}}},
+      {"counters", k}};
   write_products(o, r, folder);
   fmt::print(
       stderr,
@@ -282,10 +299,15 @@ void print_summary(const PipelineOptions& o, const pipeline::PipelineResult& r) 
       r.dms.front(), r.dms.back(), r.gulps, r.gulp);
   fmt::print(
       "{} backend ({} beamformer): {:.2f} s for {:.3f} s of voltages ({:.2f}x real time); read "
-      "{:.2f} s, beamform {:.2f} s, search {:.2f} s\n",
+      "{:.2f} s, beamform {:.2f} s, search {:.2f} s (rows in {:.2f}, RFI {:.2f}, dedispersion "
+      "{:.2f}, plane search {:.2f})\n",
       r.backend, r.algorithm, r.seconds_total, r.observation_s,
       r.seconds_total > 0 ? r.observation_s / r.seconds_total : 0.0, r.seconds_read,
-      r.seconds_beamform, r.seconds_search);
+      r.seconds_beamform, r.seconds_search, r.seconds_search_read, r.seconds_rfi, r.seconds_dedisp,
+      r.seconds_plane_search);
+  if (r.zero_blocks > 0)
+    fmt::print("{} block(s) of zeros in {:.2f} s ({} gulp(s) of zeros not searched)\n",
+               r.zero_blocks, r.seconds_zero_blocks, r.gulps_skipped);
   if (r.backend == "cuda")
     fmt::print(
         "copied {} bytes to the device, {} bytes back (the beams: {} bytes, {} device to "

@@ -131,6 +131,16 @@ struct PipelineResult {
   /// Of seconds_total: planning (weights, layout, the buffers and plans of every device, once per
   /// run); the rest is the stream itself (what a long observation's rate converges to).
   double seconds_plan = 0;
+  /// Of seconds_search: the search's stages summed over gulps and beams (GulpSearcher's
+  /// StageTimes; cuda: device time between events, so they may overlap the host's work): the
+  /// rows into the searcher (read), RFI cleaning, dedispersion and the plane search.
+  double seconds_search_read = 0, seconds_rfi = 0, seconds_dedisp = 0, seconds_plane_search = 0;
+  /// Blocks given as zeros (execute_zeros: a live stream's blocks that never came), and the
+  /// gulps not searched because every row they read came from such blocks (zeros give no peak:
+  /// every DM trial's rms is 0, which the search skips), with the seconds those blocks took
+  /// (the searches of the gulps they completed included; those are in seconds_search too).
+  std::int64_t zero_blocks = 0, gulps_skipped = 0;
+  double seconds_zero_blocks = 0;
   double observation_s = 0;  ///< the voltages' duration: real-time factor = observation_s / total
   /// run_pipeline on cuda: the blocks were read into a page-locked buffer (copied by DMA).
   bool input_pinned = false;
@@ -166,6 +176,11 @@ class PipelinePlan {
   /// UTC `mjd` (tracking beams get new weights), and searches every gulp that is complete.
   /// Throws invalid_argument after nblocks blocks or for a wrong size.
   void execute(const std::uint8_t* block, std::size_t bytes, double mjd);
+  /// A block of zeros (one of a live stream that never came, or was dropped): the same products
+  /// as execute() of a zero-filled block, without its cost: its beams are zeros (not formed),
+  /// and a gulp whose rows all come from such blocks is not searched (the search of zeros finds
+  /// no peak: every DM trial's rms is 0, below SearchConfig::min_rms). Throws as execute().
+  void execute_zeros(double mjd);
   /// After the last block: the candidates of every beam and the summary. Throws
   /// invalid_argument when fewer than nblocks blocks were given.
   PipelineResult finish();

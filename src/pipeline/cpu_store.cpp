@@ -40,6 +40,8 @@ class CpuStore final : public BeamStore {
                   View<float, 4>(out_.data(), c.output_shape()));
   }
 
+  void zero_block() override { std::fill(out_.begin(), out_.end(), 0.f); }
+
   // Another CPU store (an MPI rank's own, or the one store of a run) reads the rows in place.
   void send_rows(BeamStore& dest, int f0, int f1, int s0, int c0, std::int64_t at) override {
     dest.import_rows(out_.data() + static_cast<std::size_t>(f0) * nb_ * nsub_, s0, s0 + f1 - f0, c0,
@@ -80,6 +82,7 @@ class CpuStore final : public BeamStore {
   }
 
   StoreCounters counters() const override { return {}; }
+  search::StageTimes search_times() const override { return searcher_->times(); }
   std::int64_t buffer_bytes() const override {
     return static_cast<std::int64_t>(buffer_.size()) * 4;
   }

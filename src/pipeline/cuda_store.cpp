@@ -146,6 +146,12 @@ class CudaStore final : public BeamStore {
     consumed_[i].record(&bf_stream_);
   }
 
+  // On the beamform stream, as the beamformer's output would be (after the last block's sends).
+  void zero_block() override {
+    set_device(device_);
+    device_memset(beams_.data(), 0, beams_.bytes(), &bf_stream_);
+  }
+
   // Into a CUDA store: one 3-D copy (beams x rows x the sub-band's channels) on this store's
   // beamform stream, after the destination's earlier buffer work (its shift) and before its
   // later work (its next search). Between devices it is a peer copy (NVLink where there is one;
@@ -275,6 +281,7 @@ class CudaStore final : public BeamStore {
     k.from_device += searcher_->times().bytes_from_device;
     return k;
   }
+  search::StageTimes search_times() const override { return searcher_->times(); }
   std::int64_t buffer_bytes() const override { return static_cast<std::int64_t>(buffer_.bytes()); }
 
  private:

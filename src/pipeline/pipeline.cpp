@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -107,7 +108,14 @@ nlohmann::json PipelineResult::to_json() const {
             {"plan", seconds_plan},
             {"read", seconds_read},
             {"beamform", seconds_beamform},
-            {"search", seconds_search}}}};
+            {"search", seconds_search},
+            {"search_read", seconds_search_read},
+            {"rfi", seconds_rfi},
+            {"dedisp", seconds_dedisp},
+            {"plane_search", seconds_plane_search},
+            {"zero_blocks", seconds_zero_blocks}}},
+          {"zero_blocks", zero_blocks},
+          {"gulps_skipped", gulps_skipped}};
 }
 
 namespace detail {
@@ -206,6 +214,7 @@ class PipelineExecutor {
     if (static_cast<std::int64_t>(bytes) != info_.block_bytes())
       fail(ErrorCategory::invalid_argument, "a block of {} bytes (expected {})", bytes,
            info_.block_bytes());
+    formed_blocks_.push_back(blocks_);
     auto t = Clock::now();
     std::vector<std::complex<float>> w;
     if (tracking_ && blocks_ > 0) w = weights_at(mjd);
@@ -228,6 +237,26 @@ class PipelineExecutor {
     t = Clock::now();
     search_ready();
     seconds_search_ += seconds_since(t);
+  }
+
+  // Zeros in, zeros out: the beams of a zero block are zeros whatever the weights (power of a
+  // weighted sum of zeros), so they are written, not formed; search_ready() skips the gulps
+  // that read only such rows.
+  void execute_zeros(double mjd) {
+    (void)mjd;  // no weights are needed for zeros
+    if (blocks_ >= nblocks_)
+      fail(ErrorCategory::invalid_argument, "the pipeline was planned for {} blocks", nblocks_);
+    const auto t = Clock::now();
+    for (auto& s : stores_)
+      s->zero_block();
+    exchange(len_);
+    len_ += nb_;
+    ++blocks_;
+    ++zero_blocks_;
+    const auto t_search = Clock::now();
+    search_ready();  // a gulp that reads real rows too is searched in full
+    seconds_search_ += seconds_since(t_search);
+    seconds_zero_blocks_ += seconds_since(t);
   }
 
   PipelineResult finish() {
@@ -266,6 +295,16 @@ class PipelineExecutor {
         r.devices.push_back(parts_[static_cast<std::size_t>(k)].device);
     r.seconds_beamform = seconds_beamform_;
     r.seconds_search = seconds_search_;
+    for (const auto& st : stores_) {
+      const search::StageTimes s = st->search_times();
+      r.seconds_search_read += s.read;
+      r.seconds_rfi += s.rfi;
+      r.seconds_dedisp += s.dedisp;
+      r.seconds_plane_search += s.search;
+    }
+    r.zero_blocks = zero_blocks_;
+    r.gulps_skipped = gulps_skipped_;
+    r.seconds_zero_blocks = seconds_zero_blocks_;
     r.seconds_plan = seconds_plan_;
     r.observation_s = static_cast<double>(nblocks_ * info_.block_samples) * info_.tsamp_s;
     for (auto& cl : clusters_)
@@ -520,6 +559,14 @@ class PipelineExecutor {
         sink(first(k) + beam, std::move(gp));
   }
 
+  // Whether beam rows [p0, p1) all come from blocks given by execute_zeros() (the formed blocks
+  // before p0 are forgotten: the gulps go forward).
+  bool only_zero_blocks(std::int64_t p0, std::int64_t p1) {
+    while (!formed_blocks_.empty() && (formed_blocks_.front() + 1) * nb_ <= p0)
+      formed_blocks_.pop_front();
+    return formed_blocks_.empty() || formed_blocks_.front() * nb_ >= p1;
+  }
+
   // Searches every gulp whose rows are all in the buffer; keeps the rows the next one needs.
   void search_ready() {
     const search::FileSearchPlan& L = plan();
@@ -535,7 +582,17 @@ class PipelineExecutor {
         for (const auto& c : done)
           clusters_.emplace_back(beam, c);
       };
-      search_all(g, need_end - r.p0, sink);
+      if (only_zero_blocks(r.p0, need_end)) {
+        for (int b = 0; b < bf_.nbeams; ++b) {
+          search::GulpPeaks none;
+          none.gulp = g;
+          none.tag = b;
+          sink(b, std::move(none));
+        }
+        ++gulps_skipped_;
+      } else {
+        search_all(g, need_end - r.p0, sink);
+      }
       progress_->update(r.own_end);
       ++next_gulp_;
       if (next_gulp_ < L.gulps()) {
@@ -568,6 +625,9 @@ class PipelineExecutor {
   std::vector<std::pair<int, search::Cluster>> clusters_;
   std::unique_ptr<Progress> progress_;
   std::int64_t blocks_ = 0, next_gulp_ = 0;
+  std::deque<std::int64_t> formed_blocks_;  // blocks given by execute() whose rows may be read
+  std::int64_t zero_blocks_ = 0, gulps_skipped_ = 0;
+  double seconds_zero_blocks_ = 0;
   std::int64_t first_ = 0, len_ = 0;  // beam sample of buffer row 0; rows held
   Clock::time_point start_;
   double seconds_beamform_ = 0, seconds_search_ = 0, seconds_plan_ = 0;
@@ -588,6 +648,9 @@ Backend PipelinePlan::backend() const {
 }
 void PipelinePlan::execute(const std::uint8_t* block, std::size_t bytes, double mjd) {
   exec_->execute(block, bytes, mjd);
+}
+void PipelinePlan::execute_zeros(double mjd) {
+  exec_->execute_zeros(mjd);
 }
 PipelineResult PipelinePlan::finish() {
   return exec_->finish();

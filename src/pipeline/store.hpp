@@ -56,6 +56,9 @@ class BeamStore {
   /// `weights` is not null.
   virtual void form_block(const std::uint8_t* block, std::size_t bytes,
                           const std::vector<std::complex<float>>* weights) = 0;
+  /// `formed` = zeros: the beams of a block of zeros, without beamforming it (issued in order
+  /// with form_block's work; weights are kept for the next block).
+  virtual void zero_block() = 0;
   /// Returns when the `block` of the last form_block may be reused by the caller (a store may
   /// read a pinned block by DMA after form_block returned, so that the copies of several
   /// devices overlap).
@@ -74,6 +77,8 @@ class BeamStore {
   virtual void search_gulp(std::int64_t g, std::int64_t rows, const BeamPeakSink& sink) = 0;
   virtual void shift(std::int64_t drop, std::int64_t keep) = 0;
   virtual StoreCounters counters() const = 0;
+  /// The search's stage times so far (its GulpSearcher's).
+  virtual search::StageTimes search_times() const = 0;
   virtual std::int64_t buffer_bytes() const = 0;
 };
 
