@@ -5,17 +5,17 @@
 // sample is broadcast against vectors of beams.
 //
 // Work units = (group of 16 channels) x (block of ~64 time samples), ordered block-major for
-// OpenMP. In a unit, for each pass of up to 16 beams (2 vectors of 8), channel, pol and pair of
-// time samples, 8 registers hold the beam voltages (2 samples x 2 beam vectors x re/im). Per
-// antenna: the two samples' (re, im) are broadcast straight from the conversion table (ci4/ci8:
-// a byte load and two broadcasts; no unpack pass), the pass's weights of that antenna ([re 16]
-// [im 16]: 4 vector loads) serve both samples: 16 FMAs per 4 loads and 4 broadcasts, 8
-// independent accumulator chains for the 2 FMA pipes x 4 cycles of latency. cf16/cf32 samples
-// are converted to a float scratch in the input's own order first, then read the same way.
-// Detection happens in registers (|v|^2; the pol sum and the integration add into the tile). The
-// tile, [channel][out time][out pol][re, im][beam], is transposed 8 x 8 in registers into the
-// output rows [beam][pol][time][16 channels] (64 B of power per row: whole cache lines, written
-// with non-temporal stores when the output is far larger than the caches), paced over the
+// OpenMP. In a unit, for each pass of up to 16 beams (2 vectors of 8), channel, pol and triple of
+// time samples, 12 registers hold the beam voltages (3 samples x 2 beam vectors x re/im). Per
+// antenna: each sample's (re, im) is broadcast straight from the conversion table (ci4/ci8: a
+// byte load and two broadcasts; no unpack pass), the pass's weights of that antenna ([re 16]
+// [im 16]) serve the 3 samples: 24 FMAs, 12 independent accumulator chains, more than the 2 FMA
+// pipes x 4 cycles of latency need (beam_kernel_3x2; pairs and single samples for the tails).
+// cf16/cf32 samples are converted to a float scratch in the input's own order first, then read the
+// same way. Detection happens in registers (|v|^2; the pol sum and the integration add into the
+// tile). The tile, [channel][out time][out pol][re, im][beam], is transposed 8 x 8 in registers
+// into the output rows [beam][pol][time][16 channels] (64 B of power per row: whole cache lines,
+// written with non-temporal stores when the output is far larger than the caches), paced over the
 // kernel calls of the next pass.
 //
 // Arithmetic: fp32, antennas summed in order a = 0 .. na-1 with one FMA per real product, |v|^2
