@@ -5,17 +5,17 @@
 // sample is broadcast against vectors of beams.
 //
 // Work units = (group of 16 channels) x (block of ~64 time samples), ordered block-major for
-// OpenMP. In a unit, for each pass of up to 16 beams (2 vectors of 8), channel, pol and pair of
-// time samples, 8 registers hold the beam voltages (2 samples x 2 beam vectors x re/im). Per
-// antenna: the two samples' (re, im) are broadcast straight from the conversion table (ci4/ci8:
-// a byte load and two broadcasts; no unpack pass), the pass's weights of that antenna ([re 16]
-// [im 16]: 4 vector loads) serve both samples: 16 FMAs per 4 loads and 4 broadcasts, 8
-// independent accumulator chains for the 2 FMA pipes x 4 cycles of latency. cf16/cf32 samples
-// are converted to a float scratch in the input's own order first, then read the same way.
-// Detection happens in registers (|v|^2; the pol sum and the integration add into the tile). The
-// tile, [channel][out time][out pol][re, im][beam], is transposed 8 x 8 in registers into the
-// output rows [beam][pol][time][16 channels] (64 B of power per row: whole cache lines, written
-// with non-temporal stores when the output is far larger than the caches), paced over the
+// OpenMP. In a unit, for each pass of up to 16 beams (2 vectors of 8), channel, pol and triple of
+// time samples, 12 registers hold the beam voltages (3 samples x 2 beam vectors x re/im). Per
+// antenna: each sample's (re, im) is broadcast straight from the conversion table (ci4/ci8: a
+// byte load and two broadcasts; no unpack pass), the pass's weights of that antenna ([re 16]
+// [im 16]) serve the 3 samples: 24 FMAs, 12 independent accumulator chains, more than the 2 FMA
+// pipes x 4 cycles of latency need (beam_kernel_3x2; pairs and single samples for the tails).
+// cf16/cf32 samples are converted to a float scratch in the input's own order first, then read the
+// same way. Detection happens in registers (|v|^2; the pol sum and the integration add into the
+// tile). The tile, [channel][out time][out pol][re, im][beam], is transposed 8 x 8 in registers
+// into the output rows [beam][pol][time][16 channels] (64 B of power per row: whole cache lines,
+// written with non-temporal stores when the output is far larger than the caches), paced over the
 // kernel calls of the next pass.
 //
 // Arithmetic: fp32, antennas summed in order a = 0 .. na-1 with one FMA per real product, |v|^2
@@ -143,6 +143,42 @@ inline void beam_kernel(const float* __restrict__ w, const Source& x, int na, Ep
       epi(s, j, vr[s][j], vi[s][j]);
 }
 
+// The kernel for 3 samples x 16 beams, the main path: 12 independent accumulator chains of 2
+// dependent FMAs per antenna (8 cycles of latency) for 24 FMAs (12 cycles on 2 pipes). With 2
+// samples, 8 chains for 16 FMAs matched the latency exactly and lost ~10 % to it (measured with
+// the data in L1: 2 x 16 85 % of the FMA loop, 3 x 16 93 %). 16 ymm registers: 12 accumulators,
+// the first beam vector's weights and one sample's (re, im); the second vector's weights are
+// memory operands.
+template <class Source, class Epilogue>
+inline void beam_kernel_3x2(const float* __restrict__ w, const Source& x, int na, Epilogue&& epi) {
+  constexpr int T = 3;
+  __m256 vr[T][2], vi[T][2];
+  for (int s = 0; s < T; ++s)
+    for (int j = 0; j < 2; ++j)
+      vr[s][j] = vi[s][j] = _mm256_setzero_ps();
+  typename Source::Ptr q[T];
+  for (int s = 0; s < T; ++s)
+    q[s] = x.start(s);
+  for (int a = 0; a < na; ++a, w += 4 * kLanes) {
+    const __m256 w0r = _mm256_load_ps(w), w0i = _mm256_load_ps(w + 2 * kLanes);
+    for (int s = 0; s < T; ++s) {
+      __m256 xr, xi;
+      x.load(q[s], xr, xi);
+      vr[s][0] = _mm256_fmadd_ps(w0r, xr, vr[s][0]);
+      vi[s][0] = _mm256_fmadd_ps(w0r, xi, vi[s][0]);
+      vr[s][1] = _mm256_fmadd_ps(_mm256_load_ps(w + kLanes), xr, vr[s][1]);
+      vi[s][1] = _mm256_fmadd_ps(_mm256_load_ps(w + kLanes), xi, vi[s][1]);
+      vr[s][0] = _mm256_fnmadd_ps(w0i, xi, vr[s][0]);
+      vi[s][0] = _mm256_fmadd_ps(w0i, xr, vi[s][0]);
+      vr[s][1] = _mm256_fnmadd_ps(_mm256_load_ps(w + 3 * kLanes), xi, vr[s][1]);
+      vi[s][1] = _mm256_fmadd_ps(_mm256_load_ps(w + 3 * kLanes), xr, vi[s][1]);
+    }
+  }
+  for (int s = 0; s < T; ++s)
+    for (int j = 0; j < 2; ++j)
+      epi(s, j, vr[s][j], vi[s][j]);
+}
+
 // In-register transpose of 8 rows of 8 floats: on return r[j][i] = old r[i][j].
 inline void transpose8(__m256 r[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -176,6 +212,13 @@ inline void store_row(float* dst, __m256 v, int n, bool stream) {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane), v);
   }
+}
+
+// Floats from one channel of a tile to the next: the channel's rows plus one cache line, so that
+// the 16 channels' rows a flush step reads lie in 16 different L1 sets (unpadded, B1's were
+// 4 KiB apart, all in one set of the L1).
+constexpr std::ptrdiff_t chan_stride(std::ptrdiff_t rows_floats) {
+  return rows_floats + 16;
 }
 
 // One work unit: channels [ch0, ch0 + nch), samples [t0, t0 + nt). nch 0: none.
@@ -222,10 +265,11 @@ class CpuExecutor final : public Executor {
   explicit CpuExecutor(const PlanData& p) {
     const auto& c = p.config;
     nthreads_ = c.threads > 0 ? c.threads : omp_get_max_threads();
-    // Block of time samples: a multiple of the integration, about 64 samples (the tile of a
-    // 16-beam pass is then 64 KiB for B1; 32 samples ran 10 % slower, 128 and 256 no faster).
+    // Block of time samples: a multiple of the integration, about 66 samples (the tile of a
+    // 16-beam pass is then 66 KiB for B1; on Zen 3, 32 samples ran 10 % slower, 128 and 256 no
+    // faster; 66, not 64, is a whole number of 3-sample kernel calls).
     const std::int64_t n = c.integration;
-    tb_ = n >= 64 ? n : n * ((64 + n - 1) / n);
+    tb_ = n >= 66 ? n : n * ((66 + n - 1) / n);
     tb_ = std::min<std::int64_t>(tb_, c.nsamples);
     // Beam passes: 16 beams (2 vectors) each; a remainder of <= 8 beams takes one vector.
     for (int b0 = 0; b0 < c.nbeams; b0 += 2 * kLanes)
@@ -235,8 +279,9 @@ class CpuExecutor final : public Executor {
     scratch_.resize(static_cast<std::size_t>(nthreads_));
     for (auto& s : scratch_) {
       for (auto& t : s.tile)
-        t.assign(static_cast<std::size_t>(tb_ / n) * c.nout_pols() * kChanGroup * vals * 2 *
-                 kLanes);
+        t.assign(
+            static_cast<std::size_t>(chan_stride(tb_ / n * c.nout_pols() * vals * 2 * kLanes)) *
+            kChanGroup);
       if (c.sample_type == SampleType::cf16 || c.sample_type == SampleType::cf32)
         s.xs.assign(static_cast<std::size_t>(kSub) * c.nantennas * c.npol * 2);
     }
@@ -337,10 +382,10 @@ class CpuExecutor final : public Executor {
     // are contiguous, so its kernel calls store to consecutive lines (time-major, the lines of
     // one channel were 1 KiB apart, in 4 of the 64 L1 sets).
     const std::ptrdiff_t tstep = std::ptrdiff_t{nop} * vals * NV * kLanes;
-    const std::ptrdiff_t kstep = tb_ / c.integration * tstep;
+    const std::ptrdiff_t kstep = chan_stride(tb_ / c.integration * tstep);
     float* tile = s.tile[s.cur].data();
     // Flush pacing: `per` steps every `every` kernel calls, spread over the pass.
-    const std::int64_t calls = std::int64_t{tk.nch} * c.npol * ((tk.nt + 1) / 2);
+    const std::int64_t calls = std::int64_t{tk.nch} * c.npol * ((tk.nt + NV) / (NV + 1));
     const std::int64_t steps = flush_steps(c, s.flush);
     const std::int64_t every = steps > 0 ? std::max<std::int64_t>(1, calls / steps) : calls + 1;
     const std::int64_t per = steps > 0 ? (steps * every + calls - 1) / calls : 0;
@@ -386,10 +431,13 @@ class CpuExecutor final : public Executor {
           lines += (pf_left[i] + 63) / 64;
         pf_rate = static_cast<int>((lines + calls_per_channel - 1) / calls_per_channel) + 1;
       }
-      for (std::int64_t ts = 0; ts < tk.nt; ts += kSub) {
-        const int nsub = static_cast<int>(std::min<std::int64_t>(kSub, tk.nt - ts));
-        if (c.sample_type == SampleType::cf16 || c.sample_type == SampleType::cf32)
-          to_float(c, chan_in + ts * row, nsub, s.xs.data());
+      // Float samples are converted kSub at a time; ci4/ci8 ones are read in place, all at once
+      // (in pieces of kSub, the odd tail of each piece took a 1-sample kernel call).
+      const bool convert = c.sample_type == SampleType::cf16 || c.sample_type == SampleType::cf32;
+      const std::int64_t piece = convert ? kSub : tk.nt;
+      for (std::int64_t ts = 0; ts < tk.nt; ts += piece) {
+        const int nsub = static_cast<int>(std::min<std::int64_t>(piece, tk.nt - ts));
+        if (convert) to_float(c, chan_in + ts * row, nsub, s.xs.data());
         for (int pol = 0; pol < c.npol; ++pol) {
           const float* w = pass_weights(c, ch, pol, ps);
           // The channel's tile row of this (out) pol at out time 0.
@@ -448,6 +496,11 @@ class CpuExecutor final : public Executor {
       }
     };
     int t = 0;
+    if constexpr (NV == 2)
+      for (; t + 3 <= nsub; t += 3, src.p += 3 * src.row) {
+        beam_kernel_3x2(w, src, c.nantennas, detect);
+        tick();
+      }
     for (; t + 2 <= nsub; t += 2, src.p += 2 * src.row) {
       beam_kernel<NV, 2>(w, src, c.nantennas, detect);
       tick();
@@ -469,6 +522,11 @@ class CpuExecutor final : public Executor {
       _mm256_store_ps(dj + NV * kLanes, im);
     };
     int t = 0;
+    if constexpr (NV == 2)
+      for (; t + 3 <= nsub; t += 3, src.p += 3 * src.row, d += 3 * tstep) {
+        beam_kernel_3x2(w, src, na, store);
+        tick();
+      }
     for (; t + 2 <= nsub; t += 2, src.p += 2 * src.row, d += 2 * tstep) {
       beam_kernel<NV, 2>(w, src, na, store);
       tick();
@@ -524,9 +582,12 @@ class CpuExecutor final : public Executor {
     const int nbv = std::min(bw, c.nbeams - f.ps.b0);
     // Tile row = channel row / vals, component row % vals (see compute_pass).
     const std::ptrdiff_t tstep = std::ptrdiff_t{nop} * vals * bw;
-    const std::ptrdiff_t kstep = f.nto_max * tstep;
+    const std::ptrdiff_t kstep = chan_stride(f.nto_max * tstep);
     const float* m = f.tile + f.to * tstep + f.op * vals * bw + f.b8;
-    auto at = [&](int row) { return m + (row / vals) * kstep + (row % vals) * bw; };
+    // vals is 1 or 2: a shift and a mask, not the 32 integer divisions of row / vals and
+    // row % vals (B1: 10 % of the CPU time went to them).
+    const int vshift = vals - 1;
+    auto at = [&](int row) { return m + (row >> vshift) * kstep + (row & vshift) * bw; };
     const int nr0 = std::min(kLanes, valid_rows - f.r16);
     const int nr1 = std::min(kLanes, valid_rows - f.r16 - kLanes);  // <= 0: no second block
     __m256 v0[8], v1[8];
