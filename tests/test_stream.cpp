@@ -983,6 +983,41 @@ TEST(StreamSpead, BlocksOfManyHeapsArriveWholeAndTheBytesReceivedEqualTheBytesSe
   EXPECT_GT(c.socket_buffer.load(), 0);
 }
 
+// Heaps larger than a jumbo frame (H200, run s14-d: `send voltages --heap-samples 1024` of a B1
+// file, 32 kB heaps of one datagram each, reached the pipeline as nothing at all: spead2's
+// reader truncated and rejected every datagram over its default 9,200 bytes). 64 channels x 32
+// antennas, heaps of 512 samples: 16 kB each.
+TEST(StreamSpead, HeapsLargerThanAJumboFrameArriveWhole) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  wbtest::TempDir d;
+  const std::string raw = many_heaps_file(d);
+  stream::StreamCounters c;
+  stream::SpeadCaptureConfig cfg;
+  cfg.listen = stream::parse_endpoint("spead://127.0.0.1:0", "spead", "x", true);
+  stream::SpeadVoltageCapture cap(cfg, c);
+  stream::SendConfig sc;
+  sc.to = stream::parse_endpoint(fmt::format("spead://127.0.0.1:{}", cap.port()), "spead", "x");
+  sc.rate_gbytes = 0.02;
+  sc.heap_samples = 512;
+  stream::SendRecord sent;
+  std::thread sender([&] { sent = stream::send_voltages(raw, sc); });
+  ASSERT_TRUE(cap.wait_for_info(30, nullptr));
+  std::int64_t blocks = 0, lost = 0;
+  bool closed = false;
+  while (!closed)
+    if (auto* b = cap.ring().next(std::chrono::milliseconds(100), &closed)) {
+      EXPECT_EQ(b->info.packets_expected, 64 * 2);
+      lost += b->info.lost_packets();
+      ++blocks;
+      cap.ring().release(b);
+    }
+  sender.join();
+  EXPECT_EQ(blocks, 4);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(c.spead_rejected_heaps.load(), 0);
+  EXPECT_EQ(c.bytes.load(), sent.bytes_sent);
+}
+
 // Every heap that does not reach the engine is counted (H200, 2026-12-02: the B1 pipeline got
 // 16.2 of 43.3 GB with no packet counted lost, because the kernel's drops on spead2's socket and
 // the blocks that never came were counted nowhere). A sender as fast as it can be into a 1 MiB

@@ -338,8 +338,10 @@ SpeadVoltageCapture::SpeadVoltageCapture(SpeadCaptureConfig config, StreamCounte
   spead2::recv::stream_config sc;
   sc.set_max_heaps(8);
   m.stream = std::make_unique<Impl::Stream>(m, m.pool, sc, cc);
-  m.stream->emplace_reader<spead2::recv::udp_reader>(std::move(socket),
-                                                     spead2::recv::udp_reader::default_max_size);
+  // The largest UDP datagram, not spead2's default of 9,200 bytes (a jumbo frame): a sender's
+  // larger heaps (--heap-samples) were truncated and rejected, every one of them.
+  constexpr std::size_t kMaxDatagram = 65536;
+  m.stream->emplace_reader<spead2::recv::udp_reader>(std::move(socket), kMaxDatagram);
   // The watchdog: the kernel's drop count ten times a second, and the idle time-out.
   m.watchdog = std::thread([&m] {
     while (!m.quit && !m.ended) {
