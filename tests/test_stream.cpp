@@ -823,8 +823,18 @@ TEST(StreamSpead, ThePipelineDoesNotStallOnTheBlocksThatNeverCame) {
   EXPECT_EQ(rec["result"]["zero_blocks"], 1990);
   EXPECT_GT(rec["result"]["gulps"].get<int>(), 1);
   EXPECT_EQ(rec["result"]["gulps_skipped"].get<int>(), rec["result"]["gulps"].get<int>() - 1);
-  EXPECT_LT(after_s, 20) << "the blocks that never came took " << after_s << " s";
-  EXPECT_LT(rec["stream"]["seconds"]["after_end"].get<double>(), 20);
+  // 20 s (35.8 s before execute_zeros, unsanitized); under ASan the CLI runs several times slower
+  // (29 s in the clean-clone run's sanitized stage), and so would the old path.
+  double bound = 20;
+#if defined(__SANITIZE_ADDRESS__)
+  bound = 90;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  bound = 90;
+#endif
+#endif
+  EXPECT_LT(after_s, bound) << "the blocks that never came took " << after_s << " s";
+  EXPECT_LT(rec["stream"]["seconds"]["after_end"].get<double>(), bound);
   EXPECT_FALSE(io::read_cand(d.file("live/candidates.cand")).empty()) << "the pulsar, block 0-9";
 }
 
