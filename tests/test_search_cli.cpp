@@ -176,6 +176,9 @@ TEST(SearchCli, BadOptionsExitTwo) {
   expect_failure(dir, fil + " --zap-chans 9-2", 2, "--zap-chans");
   expect_failure(dir, fil + " --zap-chans 40", 2, "--zap-chans");  // the file has 32 channels
   expect_failure(dir, fil + " --threads -2", 2, "--threads");
+  expect_failure(dir, fil + " --read-threads -1", 2, "--read-threads");
+  expect_failure(dir, fil + " --read-threads 65", 2, "--read-threads");
+  expect_failure(dir, fil + " --read-threads many", 2, "--read-threads");
   expect_failure(dir, fil + " --memory 0", 2, "--memory");
   expect_failure(dir, fil + " --memory 1", 2, "--memory");  // less than one DM trial needs
   expect_failure(dir, fil + " --gulp -1", 2, "--gulp");
