@@ -131,6 +131,32 @@ TEST(StreamRing, AFullRingRefusesAndBlocksComeBackInOrder) {
   EXPECT_EQ(ring.filled(), 0u);
 }
 
+// The ring allocates its blocks after the first on a thread of its own (a SPEAD ring is made
+// when the description arrives, with the data right behind it): a producer that takes every
+// block at once gets them all, waiting for the allocations, and only then finds the ring full.
+TEST(StreamRing, BlocksStillBeingAllocatedAreWaitedForNotRefused) {
+  constexpr std::size_t kBlocks = 64, kBytes = 4 << 20;
+  stream::BlockRing ring(kBlocks, kBytes, 3);
+  EXPECT_GE(ring.allocated(), 1u);
+  std::set<std::uint8_t*> seen;
+  std::vector<stream::Block*> got;
+  for (std::size_t i = 0; i < kBlocks; ++i) {
+    stream::Block* b = ring.try_acquire();
+    ASSERT_NE(b, nullptr) << "block " << i;
+    ASSERT_NE(b->data, nullptr);
+    std::memset(b->data, static_cast<int>(i), kBytes);  // the whole block is there to write
+    EXPECT_TRUE(seen.insert(b->data).second);
+    got.push_back(b);
+  }
+  EXPECT_EQ(ring.try_acquire(), nullptr);
+  EXPECT_EQ(ring.wait_allocated(), "");
+  EXPECT_EQ(ring.allocated(), kBlocks);
+  EXPECT_EQ(ring.filled(), kBlocks);
+  for (auto* b : got)
+    ring.abandon(b);
+  EXPECT_EQ(ring.filled(), 0u);
+}
+
 TEST(StreamRing, CloseEndsTheConsumerOnlyAfterTheLastBlock) {
   stream::BlockRing ring(2, 64, 1);
   stream::Block* b = ring.try_acquire();

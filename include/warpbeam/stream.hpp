@@ -75,11 +75,19 @@ struct Block {
 };
 
 /// A fixed pool of `nblocks` blocks of `block_bytes` between one producer (the capture) and one
-/// consumer (the engine). The producer never waits: try_acquire() returns null when every block
-/// is in use (the ring is full: the capture then drops the whole block). The consumer takes
-/// published blocks in order with next() and gives each back with release(). Thread-safe for
-/// one producer and one consumer. Memory is page-locked (PinnedArray) when a CUDA device is
-/// visible, so that the engine copies blocks to the GPU by DMA; ordinary memory otherwise.
+/// consumer (the engine). The producer never waits for the consumer: try_acquire() returns null
+/// when every block is in use (the ring is full: the capture then drops the whole block). The
+/// consumer takes published blocks in order with next() and gives each back with release().
+/// Thread-safe for one producer and one consumer. Memory is page-locked (PinnedArray) when a
+/// CUDA device is visible, so that the engine copies blocks to the GPU by DMA; ordinary memory
+/// otherwise.
+///
+/// The constructor allocates the first block; a thread of the ring allocates the others, one
+/// at a time, while the capture runs. A SPEAD capture makes its ring when the stream's
+/// description arrives, with the data right behind it, and page-locking is slow (B1's 16 blocks
+/// of 268 MB: 4.3 GB, ~2 s on the H200 host, while the 512 MiB socket buffer holds ~0.8 s at
+/// 0.66 GB/s: every B1 stream lost whole blocks at its start, run s14-e). While blocks are still
+/// being allocated, try_acquire() waits for the next one instead of reporting the ring full.
 class BlockRing {
  public:
   /// Throws invalid_argument for 0 blocks or bytes, io/cuda when the memory cannot be had.
@@ -92,7 +100,9 @@ class BlockRing {
   std::size_t block_bytes() const { return block_bytes_; }
   bool pinned() const { return pinned_; }
 
-  /// Producer: a free block (its presence flags cleared), or null when the ring is full.
+  /// Producer: a free block (its presence flags cleared), or null when the ring is full (every
+  /// block allocated and in use). Waits for the ring's allocating thread when every block
+  /// allocated so far is in use and more are coming (one block's allocation at most).
   Block* try_acquire();
   /// Producer: hands a filled block to the consumer (FIFO).
   void publish(Block* b);
@@ -109,8 +119,15 @@ class BlockRing {
 
   /// Blocks not free: published and waiting, or in the consumer's hands.
   std::size_t filled() const;
+  /// Blocks allocated so far (capacity() once the allocating thread is done).
+  std::size_t allocated() const;
+  /// Waits until every block is allocated (or an allocation failed: the ring then keeps the
+  /// blocks it has); the message of that failure, empty when there was none.
+  std::string wait_allocated();
 
  private:
+  void allocate_rest();
+  std::uint8_t* allocate_block();
   std::size_t block_bytes_;
   bool pinned_ = false;
   struct Storage;
@@ -122,6 +139,13 @@ class BlockRing {
   std::deque<Block*> ready_;
   std::size_t in_hand_ = 0;
   bool closed_ = false;
+  // The allocating thread (allocate_rest); allocated_, allocating_ and alloc_error_ under mutex_.
+  std::condition_variable allocated_cv_;
+  std::size_t allocated_ = 0;
+  bool allocating_ = false;
+  std::atomic<bool> stop_allocating_{false};
+  std::string alloc_error_;
+  std::thread allocator_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -156,6 +180,10 @@ struct StreamCounters {
   /// Time the capture thread spent placing packets (not receiving): with the packet rate, how
   /// close the capture is to its limit (TBF capture only).
   std::atomic<std::int64_t> capture_place_ns{0};
+  /// The longest time between two packets the capture received, once the stream had started,
+  /// and the packet (its index, 0-based) that ended it: a stall of the receiving thread (the
+  /// socket buffer holds what arrives meanwhile, up to its size) shows here (SPEAD capture).
+  std::atomic<std::int64_t> longest_gap_ns{0}, longest_gap_at_packet{0};
   // Engine and products.
   std::atomic<std::int64_t> blocks_processed{0};
   std::atomic<std::int64_t> bytes_processed{0};

@@ -26,6 +26,8 @@ nlohmann::json StreamCounters::to_json() const {
           {"spead_too_old_heaps", spead_too_old_heaps.load()},
           {"spead_rejected_heaps", spead_rejected_heaps.load()},
           {"capture_place_seconds", static_cast<double>(capture_place_ns.load()) * 1e-9},
+          {"longest_receive_gap_seconds", static_cast<double>(longest_gap_ns.load()) * 1e-9},
+          {"longest_receive_gap_at_packet", longest_gap_at_packet.load()},
           {"blocks_processed", blocks_processed.load()},
           {"bytes_processed", bytes_processed.load()},
           {"images", images.load()},

@@ -9,12 +9,16 @@
 
 namespace warpbeam::stream {
 
-// The memory behind the blocks: one page-locked allocation when a device is visible (the
-// engine copies blocks to the GPU by DMA), else one page-aligned ordinary allocation.
+// The memory behind the blocks: a page-locked allocation per block when a device is visible
+// (the engine copies blocks to the GPU by DMA), else a page-aligned ordinary one.
 struct BlockRing::Storage {
-  PinnedArray<std::uint8_t> pinned;
-  std::uint8_t* plain = nullptr;
-  ~Storage() { std::free(plain); }
+  std::size_t stride = 0;  // bytes per block, a whole number of 4 KiB pages
+  std::vector<PinnedArray<std::uint8_t>> pinned;
+  std::vector<std::uint8_t*> plain;
+  ~Storage() {
+    for (std::uint8_t* p : plain)
+      std::free(p);
+  }
 };
 
 BlockRing::BlockRing(std::size_t nblocks, std::size_t block_bytes, std::size_t packets_per_block)
@@ -22,37 +26,89 @@ BlockRing::BlockRing(std::size_t nblocks, std::size_t block_bytes, std::size_t p
   if (nblocks == 0 || block_bytes == 0)
     fail(ErrorCategory::invalid_argument, "a ring of {} blocks of {} bytes", nblocks, block_bytes);
   // Blocks start on 4 KiB boundaries (page-aligned DMA, no false sharing between blocks).
-  const std::size_t stride = (block_bytes + 4095) / 4096 * 4096;
-  if (stride > (std::size_t{1} << 62) / nblocks)
+  storage_->stride = (block_bytes + 4095) / 4096 * 4096;
+  if (storage_->stride > (std::size_t{1} << 62) / nblocks)
     fail(ErrorCategory::invalid_argument, "a ring of {} blocks of {} bytes is too large", nblocks,
          block_bytes);
-  std::uint8_t* base = nullptr;
-  if (device_count() > 0) {
-    storage_->pinned = PinnedArray<std::uint8_t>(stride * nblocks);
-    base = storage_->pinned.data();
-    pinned_ = true;
-  } else {
-    storage_->plain = static_cast<std::uint8_t*>(std::aligned_alloc(4096, stride * nblocks));
-    if (!storage_->plain)
-      fail(ErrorCategory::io, "cannot allocate a ring of {} blocks of {} bytes ({} MiB)", nblocks,
-           block_bytes, (stride * nblocks) >> 20);
-    base = storage_->plain;
-  }
+  pinned_ = device_count() > 0;
+  if (pinned_)
+    storage_->pinned.reserve(nblocks);
+  else
+    storage_->plain.reserve(nblocks);
   blocks_.resize(nblocks);
   for (std::size_t i = 0; i < nblocks; ++i) {
-    blocks_[i].data = base + i * stride;
     blocks_[i].bytes = block_bytes;
     blocks_[i].present.assign(packets_per_block, 0);
-    free_.push_back(&blocks_[nblocks - 1 - i]);
+  }
+  // The first block now (its failure is the constructor's), the others on a thread of their own.
+  blocks_[0].data = allocate_block();
+  free_.push_back(&blocks_[0]);
+  allocated_ = 1;
+  if (nblocks > 1) {
+    allocating_ = true;
+    allocator_ = std::thread([this] { allocate_rest(); });
   }
 }
 
-BlockRing::~BlockRing() = default;
+BlockRing::~BlockRing() {
+  stop_allocating_ = true;
+  if (allocator_.joinable()) allocator_.join();
+}
+
+std::uint8_t* BlockRing::allocate_block() {
+  Storage& s = *storage_;
+  if (pinned_) {
+    s.pinned.emplace_back(s.stride);
+    return s.pinned.back().data();
+  }
+  auto* p = static_cast<std::uint8_t*>(std::aligned_alloc(4096, s.stride));
+  if (!p)
+    fail(ErrorCategory::io, "cannot allocate a block of {} bytes for the ring ({} of {} allocated)",
+         block_bytes_, allocated_, blocks_.size());
+  s.plain.push_back(p);
+  return p;
+}
+
+// The allocating thread. Storage's vectors are touched by it alone until it is done (the
+// constructor's first block came before it started), blocks_[i] is published under the mutex.
+void BlockRing::allocate_rest() {
+  std::string error;
+  for (std::size_t i = 1; i < blocks_.size() && !stop_allocating_; ++i) {
+    std::uint8_t* p = nullptr;
+    try {
+      p = allocate_block();
+    } catch (const std::exception& e) {
+      error = e.what();
+      break;
+    }
+    std::lock_guard lock(mutex_);
+    blocks_[i].data = p;
+    free_.push_back(&blocks_[i]);
+    ++allocated_;
+    allocated_cv_.notify_all();
+  }
+  std::lock_guard lock(mutex_);
+  allocating_ = false;
+  alloc_error_ = std::move(error);
+  allocated_cv_.notify_all();
+}
+
+std::size_t BlockRing::allocated() const {
+  std::lock_guard lock(mutex_);
+  return allocated_;
+}
+
+std::string BlockRing::wait_allocated() {
+  std::unique_lock lock(mutex_);
+  allocated_cv_.wait(lock, [&] { return !allocating_; });
+  return alloc_error_;
+}
 
 Block* BlockRing::try_acquire() {
   Block* b = nullptr;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    allocated_cv_.wait(lock, [&] { return !free_.empty() || !allocating_; });
     if (free_.empty()) return nullptr;
     b = free_.back();
     free_.pop_back();
@@ -102,7 +158,7 @@ void BlockRing::release(Block* b) {
 
 std::size_t BlockRing::filled() const {
   std::lock_guard lock(mutex_);
-  return blocks_.size() - free_.size();
+  return allocated_ - free_.size();
 }
 
 }  // namespace warpbeam::stream

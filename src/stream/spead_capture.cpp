@@ -2,6 +2,7 @@
 // through spead2's chunking receiver: spead2 places each heap's payload straight into a block of
 // the ring (the chunk's memory is the block), our place callback decides where.
 #include "stream/udp.hpp"
+#include "warpbeam/device.hpp"
 #include "warpbeam/format.hpp"
 #include "warpbeam/stream/capture.hpp"
 #include "warpbeam/stream/spead.hpp"
@@ -181,10 +182,21 @@ struct SpeadVoltageCapture::Impl {
     cv.notify_all();
   }
 
+  // The time since the previous packet: the longest such gap and where it ended.
+  void note_gap(std::int64_t index, Clock::rep now) {
+    const Clock::rep prev = last_packet.exchange(now);
+    if (prev == 0) return;
+    const std::int64_t gap =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::duration(now - prev)).count();
+    if (gap <= c.longest_gap_ns) return;
+    c.longest_gap_ns = gap;
+    c.longest_gap_at_packet = index;
+  }
+
   void place(spead2::recv::chunk_place_data* d) {
-    ++c.packets;
+    const std::int64_t index = c.packets++;
     c.bytes += static_cast<std::int64_t>(d->packet_size);
-    last_packet = Clock::now().time_since_epoch().count();
+    note_gap(index, Clock::now().time_since_epoch().count());
     const std::int64_t ts = d->items[0], chan = d->items[1], length = d->items[2],
                        flag = d->items[3];
     if (flag == 1) {
@@ -311,6 +323,9 @@ SpeadVoltageCapture::SpeadVoltageCapture(SpeadCaptureConfig config, StreamCounte
     : impl_((config.validate(), std::make_unique<Impl>(std::move(config), counters))) {
   Impl& m = *impl_;
   if (m.cfg.capture_core >= 0) detail::leave_core(m.cfg.capture_core);
+  // The CUDA context now, before the socket is bound: else the ring's first page-locked block
+  // would make it on spead2's thread when the description arrives, with the data behind it.
+  if (device_count() > 0) device_synchronize();
   namespace asio = boost::asio;
   asio::ip::udp::socket socket(m.pool.get_io_context());
   try {
