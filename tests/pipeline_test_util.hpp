@@ -117,6 +117,41 @@ inline warpbeam::pipeline::PipelineResult run_with_zero_blocks(const Observation
   return plan.finish();
 }
 
+/// A live stream's pipeline: the first `blocks` blocks of the observation (blocks in `zeros`
+/// given to execute_zeros()), planned open-ended (PipelinePlan::open_ended) or for exactly those
+/// blocks (what run_pipeline() plans for a file of them), with take_candidates() after every
+/// block (`taken`: in the order they came; `taken_before_last`: how many before the last block).
+struct StreamRun {
+  warpbeam::pipeline::PipelineResult result;
+  std::vector<warpbeam::search::Candidate> taken;
+  std::size_t taken_before_last = 0;
+};
+inline StreamRun run_stream(const Observation& obs, warpbeam::Backend backend, int blocks,
+                            std::int64_t gulp, bool open_ended, const std::vector<int>& zeros = {}) {
+  auto cfg = library_config(obs);
+  cfg.run.gulp = gulp;
+  warpbeam::io::GuppiReader reader(obs.raw);
+  const auto& info = reader.info();
+  warpbeam::pipeline::PipelinePlan plan(
+      cfg, info, open_ended ? warpbeam::pipeline::PipelinePlan::open_ended : blocks, backend);
+  StreamRun out;
+  std::vector<std::uint8_t> block;
+  double mjd = info.mjd_start;
+  for (int k = 0; k < blocks && reader.read_block(block, &mjd); ++k) {
+    if (k == blocks - 1) out.taken_before_last = out.taken.size();
+    if (std::find(zeros.begin(), zeros.end(), k) != zeros.end())
+      plan.execute_zeros(mjd);
+    else
+      plan.execute(block.data(), block.size(), mjd);
+    for (const auto& c : plan.take_candidates())
+      out.taken.push_back(c);
+  }
+  out.result = plan.finish();
+  for (const auto& c : plan.take_candidates())  // those the end made final
+    out.taken.push_back(c);
+  return out;
+}
+
 /// Same candidates, field by field (the file path's and the live path's must be identical).
 inline void expect_same_candidates(const warpbeam::pipeline::PipelineResult& a,
                                    const warpbeam::pipeline::PipelineResult& b) {

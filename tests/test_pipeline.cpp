@@ -4,11 +4,13 @@
 // it, bad inputs and a trailing partial block.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numbers>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -311,4 +313,71 @@ TEST(Pipeline, ZeroBlocksCostNoSearchAndGiveTheZeroFilledFilesCandidates) {
   const auto none_file =
       pltest::run_with_zero_blocks(obs, Backend::cpu, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, false);
   EXPECT_TRUE(none_file.candidates.empty()) << "the search of zeros finds nothing";
+}
+
+// A live stream whose length is known only at its end (issue 16: `pipeline --listen` without
+// --blocks): planned open-ended, it gives run_pipeline()'s candidates on the blocks that came,
+// for a stream of one gulp (default gulp: nothing is searched before the end, and the tail's
+// plan is the file's) and of several (gulp 1024: gulps searched as they come), ending on any
+// block, with blocks that never came; take_candidates() hands out each candidate once, final,
+// and all of them by the end.
+TEST(Pipeline, OpenEndedStreamGivesTheCandidatesOfItsLength) {
+  const Observation& obs = Observation::get();
+  struct Case {
+    int blocks;
+    std::int64_t gulp;
+    std::vector<int> zeros;
+  };
+  for (const Case& k : {Case{10, 0, {}}, Case{10, 1024, {}}, Case{7, 1024, {}},
+                        Case{6, 1024, {2, 3}}, Case{9, 0, {4}}}) {
+    SCOPED_TRACE(::testing::Message() << k.blocks << " blocks, gulp " << k.gulp);
+    const auto file = pltest::run_stream(obs, Backend::cpu, k.blocks, k.gulp, false, k.zeros);
+    const auto live = pltest::run_stream(obs, Backend::cpu, k.blocks, k.gulp, true, k.zeros);
+    EXPECT_FALSE(file.result.candidates.empty()) << "the pulsar, every 10 ms";
+    pltest::expect_same_candidates(file.result, live.result);
+    EXPECT_EQ(live.result.gulps, file.result.gulps);
+    EXPECT_EQ(live.result.gulp, file.result.gulp);
+    EXPECT_EQ(live.result.blocks, k.blocks);
+    EXPECT_TRUE(live.result.open_ended);
+    EXPECT_FALSE(file.result.open_ended);
+    EXPECT_DOUBLE_EQ(live.result.observation_s, file.result.observation_s);
+    // Every candidate handed out once: the same set as finish()'s, in the order found.
+    auto key = [](const search::Candidate& c) {
+      return std::make_tuple(c.beam, c.sample, c.dm_trial, c.filter, c.members, c.snr);
+    };
+    std::vector<decltype(key(live.taken[0]))> got, want;
+    for (const auto& c : live.taken)
+      got.push_back(key(c));
+    for (const auto& c : live.result.candidates)
+      want.push_back(key(c));
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got, want);
+    if (k.gulp == 1024)  // the gulps searched before the end gave their candidates then
+      EXPECT_GT(live.taken_before_last, 0u);
+  }
+}
+
+// The end of an open-ended stream is checked when it comes: no block at all, or fewer beam
+// samples than the largest delay and a few boxcars, is a clear invalid_argument.
+TEST(Pipeline, OpenEndedPlanChecksItsEnd) {
+  const Observation& obs = Observation::get();
+  io::GuppiReader reader(obs.raw);
+  const auto cfg = pltest::library_config(obs);  // DM 5: a delay of ~1000 beam samples
+  {
+    pipeline::PipelinePlan none(cfg, reader.info(), pipeline::PipelinePlan::open_ended,
+                                Backend::cpu);
+    EXPECT_THROW(none.finish(), Error);
+  }
+  pipeline::PipelinePlan one(cfg, reader.info(), pipeline::PipelinePlan::open_ended, Backend::cpu);
+  std::vector<std::uint8_t> block;
+  ASSERT_TRUE(reader.read_block(block));
+  one.execute(block.data(), block.size(), reader.info().mjd_start);  // 512 beam samples
+  try {
+    one.finish();
+    ADD_FAILURE() << "one block is shorter than DM 5's delay";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("dispersion delay"), std::string::npos) << e.what();
+  }
 }

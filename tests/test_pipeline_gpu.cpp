@@ -237,3 +237,21 @@ TEST(PipelineGpu, ZeroBlocksGiveTheZeroFilledBlocksCandidates) {
       << "the GPU search of zeros finds nothing";
   EXPECT_EQ(pltest::run_with_zero_blocks(obs, Backend::cuda, all, true).gulps_skipped, 5);
 }
+
+// An open-ended plan on the GPU (issue 16, `pipeline --listen` without --blocks): the CUDA
+// store's searcher is renewed when the tail is planned; the candidates are identical to the GPU
+// pipeline planned for the blocks that came (one gulp: nothing searched before the end; gulp
+// 1024: gulps searched as they come, then the tail), with blocks that never came.
+TEST(PipelineGpu, OpenEndedStreamGivesThePlannedStreamsCandidates) {
+  WB_REQUIRE_GPU();
+  const Observation& obs = Observation::get();
+  for (const std::int64_t gulp : {std::int64_t{0}, std::int64_t{1024}}) {
+    SCOPED_TRACE(::testing::Message() << "gulp " << gulp);
+    const auto file = pltest::run_stream(obs, Backend::cuda, 7, gulp, false, {3});
+    const auto live = pltest::run_stream(obs, Backend::cuda, 7, gulp, true, {3});
+    ASSERT_FALSE(file.result.candidates.empty());
+    expect_identical(file.result.candidates, live.result.candidates);
+    EXPECT_EQ(live.result.gulps, file.result.gulps);
+    EXPECT_EQ(live.taken.size(), live.result.candidates.size());
+  }
+}

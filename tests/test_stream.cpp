@@ -769,8 +769,9 @@ TEST(StreamSpead, ThePipelineOnASpeadStreamFindsTheFilePipelinesCandidatesByteFo
       " --beams '" + obs.beams + "' --backend cpu " + pltest::Observation::pipeline_args();
   auto r = wbtest::run_cli("pipeline '" + obs.raw + "' --out '" + d.file("file") + "'" + common);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  wbtest::Background live("pipeline --listen spead://127.0.0.1:0 --blocks 10 --out '" +
-                              d.file("live") + "' --json '" + d.file("live.json") + "'" + common,
+  // Open-ended (no --blocks), as at a telescope: the stream's end ends the run.
+  wbtest::Background live("pipeline --listen spead://127.0.0.1:0 --out '" + d.file("live") +
+                              "' --json '" + d.file("live.json") + "'" + common,
                           d.file("live.out"), d.file("live.err"));
   const std::string port = live.wait_for_err(R"(listening on spead://127\.0\.0\.1:(\d+))", 30);
   ASSERT_FALSE(port.empty()) << live.err();
@@ -782,12 +783,109 @@ TEST(StreamSpead, ThePipelineOnASpeadStreamFindsTheFilePipelinesCandidatesByteFo
   ASSERT_FALSE(want.empty());
   EXPECT_EQ(wbtest::slurp(d.file("live/candidates.cand")), want);
   const json rec = read_json(d.file("live.json"));
+  EXPECT_EQ(rec["stream"]["open_ended"], true);
+  EXPECT_EQ(rec["stream"]["blocks_searched"], pltest::Observation::kBlocks);
+  EXPECT_EQ(rec["result"]["open_ended"], true);
+  EXPECT_EQ(rec["result"]["gulps"], read_json(d.file("file/pipeline.json"))["result"]["gulps"]);
   EXPECT_EQ(rec["stream"]["lost_packets"], 0);
   EXPECT_EQ(rec["stream"]["dropped_blocks"], 0);
   EXPECT_EQ(rec["stream"]["zero_filled_blocks"].size(), 0u);
   EXPECT_EQ(rec["stream"]["ended_by"], "end of stream");
   EXPECT_EQ(rec["result"]["candidates"],
             read_json(d.file("file/pipeline.json"))["result"]["candidates"]);
+}
+
+// An open-ended run ended by --duration, with gulps short enough to be searched as the stream
+// comes (--gulp 1024, a slow sender: ~2 s per block): candidates appear in candidates.cand,
+// whole lines, while the run goes on (before pipeline.json exists), and at the end the .cand
+// holds exactly the candidates of the pipeline planned for the blocks that came (the library's,
+// PipelinePlan for that many blocks: what the file path does with a file of them).
+TEST(StreamSpead, AnOpenEndedRunAppendsCandidatesAsFoundAndDurationEndsIt) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  const pltest::Observation& obs = pltest::Observation::get();
+  wbtest::TempDir d;
+  const std::string common = " --beams '" + obs.beams + "' --backend cpu --gulp 1024 " +
+                             pltest::Observation::pipeline_args();
+  wbtest::Background live("pipeline --listen spead://127.0.0.1:0 --duration 16 --out '" +
+                              d.file("live") + "' --json '" + d.file("live.json") + "'" + common,
+                          d.file("live.out"), d.file("live.err"));
+  const std::string port = live.wait_for_err(R"(listening on spead://127\.0\.0\.1:(\d+))", 30);
+  ASSERT_FALSE(port.empty()) << live.err();
+  wbtest::Background sender(
+      fmt::format("send voltages '{}' spead://127.0.0.1:{} --rate 0.002", obs.raw, port),
+      d.file("send.out"), d.file("send.err"));
+  const std::string cand = d.file("live/candidates.cand");
+  bool seen_live = false;
+  for (int i = 0; i < 600 && !seen_live; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::string text = wbtest::slurp(cand);
+    if (!text.empty() && !std::filesystem::exists(d.file("live/pipeline.json"))) {
+      EXPECT_EQ(text.back(), '\n') << "whole lines only";
+      EXPECT_FALSE(io::read_cand(cand).empty());
+      seen_live = true;
+    }
+    if (std::filesystem::exists(d.file("live/pipeline.json"))) break;
+  }
+  EXPECT_TRUE(seen_live) << "no candidate in the .cand before the end: " << live.err();
+  ASSERT_EQ(live.wait(90), 0) << live.err();
+  sender.signal(SIGTERM);
+  sender.wait(30);
+  const json rec = read_json(d.file("live.json"));
+  EXPECT_EQ(rec["stream"]["ended_by"], "--duration");
+  const int blocks = rec["stream"]["blocks_searched"];
+  EXPECT_GE(blocks, 5);
+  EXPECT_LT(blocks, pltest::Observation::kBlocks) << "the duration came after the stream";
+  EXPECT_EQ(rec["stream"]["zero_filled_blocks"].size(), 0u) << "open-ended: none at the end";
+  const auto want = pltest::run_stream(obs, Backend::cpu, blocks, 1024, false).result.candidates;
+  const auto got = io::read_cand(cand);
+  ASSERT_FALSE(want.empty());
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].beam, want[i].beam) << i;
+    EXPECT_EQ(got[i].sample, want[i].sample) << i;
+    EXPECT_EQ(got[i].dm_trial, want[i].dm_trial) << i;
+    EXPECT_EQ(got[i].filter, want[i].filter) << i;
+    EXPECT_EQ(got[i].members, want[i].members) << i;
+    EXPECT_NEAR(got[i].snr, want[i].snr, 1e-3) << i;
+  }
+  EXPECT_EQ(rec["result"]["candidates"], want.size());
+  EXPECT_EQ(rec["stream"]["counters"]["candidates"], want.size()) << "the live counter";
+}
+
+// A live run writes its .cand as it goes, so an earlier run's is refused, not clobbered; an
+// open-ended stream shorter than the largest delay ends with the search's reason.
+TEST(StreamSpead, ALiveRunRefusesAnEarlierCandFileAndATooShortStreamSaysWhy) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  const pltest::Observation& obs = pltest::Observation::get();
+  wbtest::TempDir d;
+  std::filesystem::create_directory(d.file("out"));
+  { std::ofstream(d.file("out/candidates.cand")) << "earlier\n"; }
+  const std::string common =
+      " --beams '" + obs.beams + "' --backend cpu " + pltest::Observation::pipeline_args();
+  auto r = wbtest::run_cli("pipeline --listen spead://127.0.0.1:0 --out '" + d.file("out") + "'" +
+                           common);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("exists: a live run writes its candidates"), std::string::npos) << r.err;
+  EXPECT_EQ(wbtest::slurp(d.file("out/candidates.cand")), "earlier\n");
+  // One block of 512 beam samples, where DM 5 delays ~960: the stream ends before a search fits.
+  const std::string one = d.file("one.raw");
+  {
+    const std::string raw = wbtest::slurp(obs.raw);
+    io::GuppiReader reader(obs.raw);
+    const auto header_bytes = raw.size() - reader.nblocks() * reader.info().block_bytes();
+    std::ofstream(one, std::ios::binary)
+        << raw.substr(0, header_bytes / reader.nblocks() + reader.info().block_bytes());
+  }
+  wbtest::Background live("pipeline --listen spead://127.0.0.1:0 --out '" + d.file("short") +
+                              "'" + common,
+                          d.file("live.out"), d.file("live.err"));
+  const std::string port = live.wait_for_err(R"(listening on spead://127\.0\.0\.1:(\d+))", 30);
+  ASSERT_FALSE(port.empty()) << live.err();
+  r = wbtest::run_cli(fmt::format("send voltages '{}' spead://127.0.0.1:{} --rate 0.02", one, port));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(live.wait(60), 2) << live.err();
+  EXPECT_NE(live.err().find("dispersion delay"), std::string::npos) << live.err();
+  EXPECT_FALSE(std::filesystem::exists(d.file("short"))) << "no products, no folder";
 }
 
 // The H200's B1 run (2026-12-02) ended with 100 of 160 blocks never received and 0 packets

@@ -4,8 +4,15 @@
 // (provenance, parameters, the run's summary with the bytes copied each way), all or none.
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -37,11 +44,11 @@ struct PipelineOptions {
   double memory_mib = 2048, gpu_memory_mib = 0;
   bool no_zero_dm = false;
   pipeline::PipelineConfig config;
-  // --listen: a live SPEAD stream of --blocks blocks instead of IN.
+  // --listen: a live SPEAD stream instead of IN, of --blocks blocks (0: open-ended).
   std::string listen, http;
   std::int64_t blocks = 0;
   int ring_blocks = 8, socket_buffer_mib = 256, capture_core = -1;
-  double idle_timeout = 0, test_block_delay_ms = 0;
+  double idle_timeout = 0, duration = 0, test_block_delay_ms = 0;
   nlohmann::json stream_record;  // the live run's counters (pipeline.json's "stream")
 };
 
@@ -72,11 +79,76 @@ void write_products(const PipelineOptions& o, const pipeline::PipelineResult& r,
 
 void print_summary(const PipelineOptions& o, const pipeline::PipelineResult& r);
 
-// `warpbeam pipeline --listen spead://HOST:PORT --blocks N`: the pipeline on a live SPEAD stream
-// (warpbeam/stream/spead.hpp) through the ring. The search is planned for N blocks (the file
-// search's gulps need the length; an open-ended search comes with issue 12's FileSearchPlan), so
-// the products equal the file path's on the same voltages. A block that never came (dropped
-// because the ring was full, or lost whole) is searched as zeros, and pipeline.json lists it.
+// DIR/candidates.cand of a live run, written as the search goes: each candidate is appended as a
+// whole line (heimdall's columns and the beam) and flushed to the kernel as soon as it is final,
+// so that `tail -f`, the status page and a run that dies all see whole lines. The file is new:
+// one already there (an earlier run's) is refused rather than appended to or clobbered. At the
+// end write_products() renames the sorted file (the file path's order) over it; after an error
+// the lines found so far stay (an empty file is removed).
+class LiveCandidates {
+ public:
+  explicit LiveCandidates(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0 && errno == EEXIST)
+      fail(ErrorCategory::io,
+           "'{}' exists: a live run writes its candidates to a new file as it finds them; give "
+           "another --out folder, or move the earlier run's products away",
+           path_);
+    if (fd_ < 0) fail(ErrorCategory::io, "cannot create '{}': {}", path_, std::strerror(errno));
+  }
+  ~LiveCandidates() {
+    if (fd_ >= 0) ::close(fd_);
+    if (replaced_) return;
+    if (written_ == 0)
+      ::unlink(path_.c_str());
+    else
+      fmt::print(stderr, "warpbeam pipeline: '{}' keeps the {} candidate(s) found before the end\n",
+                 path_, written_);
+  }
+  LiveCandidates(const LiveCandidates&) = delete;
+  LiveCandidates& operator=(const LiveCandidates&) = delete;
+
+  void append(const std::vector<search::Candidate>& c) {
+    if (c.empty()) return;
+    const std::string text = io::format_cand(c, true);
+    for (std::size_t done = 0; done < text.size();) {
+      const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        fail(ErrorCategory::io, "cannot append to '{}': {}", path_, std::strerror(errno));
+      done += static_cast<std::size_t>(n);
+    }
+    written_ += static_cast<std::int64_t>(c.size());
+  }
+  std::int64_t written() const { return written_; }
+  /// The final products replaced the file: nothing to remove or report.
+  void replaced() { replaced_ = true; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::int64_t written_ = 0;
+  bool replaced_ = false;
+};
+
+// A candidate as a line of the status page's table.
+nlohmann::json board_line(const search::Candidate& c) {
+  return {{"beam", c.beam},
+          {"snr", std::round(c.snr * 10) / 10},
+          {"dm", c.dm},
+          {"time_s", c.time_s},
+          {"boxcar", std::int64_t{1} << c.filter}};
+}
+
+// `warpbeam pipeline --listen spead://HOST:PORT [--blocks N] [--duration S]`: the pipeline on a
+// live SPEAD stream (warpbeam/stream/spead.hpp) through the ring. Open-ended (no --blocks) the
+// search is planned as for an endless stream and its tail when the stream ends (the end of the
+// stream, --idle-timeout, --duration or a signal): PipelinePlan::open_ended. --blocks N plans
+// exactly N blocks (the blocks that never came at the end are zeros). Either way the products
+// equal the file path's on the same voltages (open-ended: see PipelinePlan for the one
+// exception). A block that never came before the last one (dropped because the ring was full,
+// or lost whole) is searched as zeros, and pipeline.json lists it. Candidates are appended to
+// DIR/candidates.cand as they become final (LiveCandidates).
 void run_listen(PipelineOptions& o) {
   auto& c = o.config;
   apply_search_options(c.search, c.run, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
@@ -94,10 +166,7 @@ void run_listen(PipelineOptions& o) {
   }
   c.validate();
   const Backend backend = parse_backend(o.backend);
-  if (o.blocks < 1)
-    fail(ErrorCategory::invalid_argument,
-         "--listen needs --blocks N, the stream's length in voltage blocks (the search is "
-         "planned for it)");
+  const bool open_ended = o.blocks == 0;
   stream::SpeadCaptureConfig sc;
   sc.listen = stream::parse_endpoint(o.listen, "spead", "--listen", true);
   sc.ring_blocks = o.ring_blocks;
@@ -120,6 +189,7 @@ void run_listen(PipelineOptions& o) {
         {in_out("candidates.cand"), in_out("candidates.json"), in_out("pipeline.json"), o.json},
         {o.beams_file, o.array});
   }
+  LiveCandidates live((std::filesystem::path(o.out) / "candidates.cand").string());
 
   stream::StreamCounters counters;
   stream::StopOnSignals signals;
@@ -136,7 +206,23 @@ void run_listen(PipelineOptions& o) {
          sc.listen.to_string());
   const io::VoltageStreamInfo info = capture.info();
   o.in = info.source_name;
-  pipeline::PipelinePlan plan(c, info, o.blocks, backend);
+  const auto started = std::chrono::steady_clock::now();  // --duration counts from here
+  pipeline::PipelinePlan plan(c, info, open_ended ? pipeline::PipelinePlan::open_ended : o.blocks,
+                              backend);
+  // The blocks the search is planned for: --blocks, or (open-ended) until the stream ends.
+  const std::int64_t planned = open_ended ? std::numeric_limits<std::int64_t>::max() : o.blocks;
+  // Candidates out as soon as they are final: the .cand, the counter, the status page.
+  const auto publish = [&] {
+    const std::vector<search::Candidate> found = plan.take_candidates();
+    if (found.empty()) return;
+    live.append(found);
+    folder.keep();  // a live run keeps what it has written, whatever happens later
+    counters.candidates += static_cast<std::int64_t>(found.size());
+    std::vector<nlohmann::json> lines;
+    for (const auto& cand : found)
+      lines.push_back(board_line(cand));
+    board.add_candidates(lines);
+  };
   fmt::print(stderr,
              "warpbeam pipeline: {} channels x {} antennas x {} pol(s), blocks of {} samples\n",
              info.nchans, info.nantennas, info.npol, info.block_samples);
@@ -151,9 +237,10 @@ void run_listen(PipelineOptions& o) {
   // of searching zeros at full cost while the ring overflows, and the end of a short stream is
   // not a stall (the H200's B1 run of 2026-12-02 searched its 111 dropped blocks at full cost).
   const auto feed_zeros = [&](std::int64_t until) {
-    for (; next < until && next < o.blocks; ++next) {
+    for (; next < until && next < planned; ++next) {
       plan.execute_zeros(mjd(next));
       missing.push_back(next);
+      publish();
     }
   };
   // Where the engine's time goes: waiting for blocks, or executing them.
@@ -163,14 +250,18 @@ void run_listen(PipelineOptions& o) {
   };
   double waiting_s = 0, engine_s = 0;
   std::string reason = "end of stream";
-  // The heaps that reached the search, against the heaps of --blocks blocks: every other heap
+  // The heaps that reached the search, against the heaps of the blocks searched: every other heap
   // is zeros in the products, whatever lost it (the kernel's socket buffer, spead2, a late or
   // truncated block, a stream that ended early) and is counted lost, but for the blocks dropped
   // whole because the ring was full (dropped_blocks).
   std::int64_t heaps_per_block = 0, heaps_searched = 0;
-  while (next < o.blocks) {
+  while (next < planned) {
     if (stream::StopOnSignals::requested()) {
       reason = fmt::format("signal {}", stream::StopOnSignals::signal());
+      break;
+    }
+    if (o.duration > 0 && since(started) >= o.duration) {
+      reason = "--duration";
       break;
     }
     bool closed = false;
@@ -182,10 +273,11 @@ void run_listen(PipelineOptions& o) {
       continue;
     }
     const std::int64_t seq = b->info.sequence;
-    if (seq >= next && seq < o.blocks) {
+    if (seq >= next && seq < planned) {
       t = Clock::now();
       feed_zeros(seq);
       plan.execute(b->data, b->bytes, mjd(seq));
+      publish();
       engine_s += since(t);
       ++next;
       heaps_per_block = b->info.packets_expected;
@@ -203,18 +295,25 @@ void run_listen(PipelineOptions& o) {
   if (reason == "end of stream" && capture.timed_out())
     reason = fmt::format("no packet for {} s (--idle-timeout)", o.idle_timeout);
   const auto t_end = Clock::now();
-  feed_zeros(o.blocks);  // the blocks that never came (the run ended early, or the stream short)
+  if (!open_ended)
+    feed_zeros(o.blocks);  // the blocks that never came (the run ended early, or the stream short)
+  if (next == 0)
+    fail(ErrorCategory::io, "{}: {} before the first block: nothing to search",
+         sc.listen.to_string(), reason);
   pipeline::PipelineResult r = plan.finish();
+  publish();  // the candidates the end made final
   const double after_end_s = since(t_end);
   counters.candidates = static_cast<std::int64_t>(r.candidates.size());
   if (heaps_per_block == 0) heaps_per_block = capture.heaps_per_block();
   const std::int64_t dropped_heaps = counters.dropped_blocks.load() * heaps_per_block;
   const std::int64_t lost =
-      std::max<std::int64_t>(o.blocks * heaps_per_block - heaps_searched - dropped_heaps, 0);
+      std::max<std::int64_t>(next * heaps_per_block - heaps_searched - dropped_heaps, 0);
   nlohmann::json k = counters.to_json();
   o.stream_record = {
       {"address", sc.listen.to_string()},
       {"ended_by", reason},
+      {"open_ended", open_ended},
+      {"blocks_searched", next},
       {"lost_packets", lost},
       {"heaps_per_block", heaps_per_block},
       {"heaps_searched", heaps_searched},
@@ -223,6 +322,7 @@ void run_listen(PipelineOptions& o) {
       {"seconds", {{"waiting", waiting_s}, {"engine", engine_s}, {"after_end", after_end_s}}},
       {"counters", k}};
   write_products(o, r, folder);
+  live.replaced();
   fmt::print(
       stderr,
       "warpbeam pipeline: {}: {} block(s) processed, {} dropped (ring full), {} zero-filled, "
@@ -343,8 +443,13 @@ void add_pipeline_command(CLI::App& app) {
   cmd->add_option("--listen", o->listen,
                   "Search a live SPEAD voltage stream received on spead://HOST:PORT instead of IN "
                   "(`warpbeam send voltages`)");
-  cmd->add_option("--blocks", o->blocks, "--listen: the stream's length in voltage blocks")
+  cmd->add_option("--blocks", o->blocks,
+                  "--listen: the stream's length in voltage blocks, the ones that never came "
+                  "searched as zeros (default: open-ended, until the stream ends)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  cmd->add_option("--duration", o->duration,
+                  "--listen: end after this many seconds from the stream's start (0: never)")
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--ring-blocks", o->ring_blocks, "--listen: blocks of the ring")
       ->check(CLI::Range(3, 1 << 16))
       ->capture_default_str();

@@ -142,6 +142,8 @@ struct PipelineResult {
   std::int64_t zero_blocks = 0, gulps_skipped = 0;
   double seconds_zero_blocks = 0;
   double observation_s = 0;  ///< the voltages' duration: real-time factor = observation_s / total
+  /// Planned open-ended (PipelinePlan::open_ended): the stream's length came with its end.
+  bool open_ended = false;
   /// run_pipeline on cuda: the blocks were read into a page-locked buffer (copied by DMA).
   bool input_pinned = false;
   nlohmann::json to_json() const;  ///< everything but the candidates
@@ -161,8 +163,20 @@ class PipelinePlan {
   /// whole blocks the stream holds. The beam buffer holds rows = plane + max_delay + one block
   /// per beam; with run.gulp = 0 the gulp is halved from the file search's default until it
   /// fits what the search leaves of run.memory_bytes (cpu) or half of the device budget (cuda).
+  ///
+  /// `nblocks` = open_ended: a live stream whose length is known only at its end. The search
+  /// is planned as if the stream were endless (the gulps are those of a long file: gulp and DM
+  /// chunk do not depend on the length once it exceeds a gulp and its margins), every gulp
+  /// whose rows are all there is searched as they come, and finish() plans the tail for the
+  /// blocks given: the gulps not yet searched are cut as the file search cuts a file of that
+  /// length. Hence the candidates equal run_pipeline()'s on the same blocks whenever the
+  /// file's plan has the open-ended plan's gulp (a stream at least a gulp, its margins and the
+  /// largest delay long, or one whose gulp was not halved for memory); otherwise the gulps
+  /// searched before the end keep the open-ended gulp (PipelineResult::gulp says which).
   PipelinePlan(PipelineConfig config, const io::VoltageStreamInfo& info, std::int64_t nblocks,
                Backend backend);
+  /// The `nblocks` of a stream whose length is not known in advance (see above).
+  static constexpr std::int64_t open_ended = -1;
   ~PipelinePlan();
   PipelinePlan(PipelinePlan&&) noexcept;
   PipelinePlan& operator=(PipelinePlan&&) noexcept;
@@ -174,15 +188,21 @@ class PipelinePlan {
   /// overlapping; either way the block may be reused when this returns, before the GPU is done;
   /// pinned input avoids a host memcpy per device and block) starting at
   /// UTC `mjd` (tracking beams get new weights), and searches every gulp that is complete.
-  /// Throws invalid_argument after nblocks blocks or for a wrong size.
+  /// Throws invalid_argument after nblocks blocks (never when open-ended) or for a wrong size.
   void execute(const std::uint8_t* block, std::size_t bytes, double mjd);
   /// A block of zeros (one of a live stream that never came, or was dropped): the same products
   /// as execute() of a zero-filled block, without its cost: its beams are zeros (not formed),
   /// and a gulp whose rows all come from such blocks is not searched (the search of zeros finds
   /// no peak: every DM trial's rms is 0, below SearchConfig::min_rms). Throws as execute().
   void execute_zeros(double mjd);
+  /// The candidates made final since the last call (or the start), in the order they were
+  /// found (gulp by gulp; within a gulp, beam by beam): each is final, so a live pipeline can
+  /// append them to its products as it goes. This process's beams only (under MPI, each rank
+  /// its own); finish() returns every candidate again, sorted.
+  std::vector<search::Candidate> take_candidates();
   /// After the last block: the candidates of every beam and the summary. Throws
-  /// invalid_argument when fewer than nblocks blocks were given.
+  /// invalid_argument when fewer than nblocks blocks were given; open-ended, when the blocks
+  /// given are shorter than the largest dispersion delay (FileSearchPlan's message).
   PipelineResult finish();
 
  private:

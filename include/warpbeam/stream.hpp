@@ -84,10 +84,12 @@ struct Block {
 ///
 /// The constructor allocates the first block; a thread of the ring allocates the others, one
 /// at a time, while the capture runs. A SPEAD capture makes its ring when the stream's
-/// description arrives, with the data right behind it, and page-locking is slow (B1's 16 blocks
-/// of 268 MB: 4.3 GB, ~2 s on the H200 host, while the 512 MiB socket buffer holds ~0.8 s at
-/// 0.66 GB/s: every B1 stream lost whole blocks at its start, run s14-e). While blocks are still
-/// being allocated, try_acquire() waits for the next one instead of reporting the ring full.
+/// description arrives, with the data right behind it, and page-locking is slow: B1's 16 blocks
+/// of 268 MB are 4.3 GB to pin, while the 512 MiB socket buffer holds ~0.8 s at 0.66 GB/s; in
+/// run s14-e every B1 stream lost whole blocks at its start, ~4 blocks' worth (~1.6 s of the
+/// stream), which is what we infer the pinning took (not timed on its own). Since the ring pins
+/// off the capture thread, run s15-a lost nothing. While blocks are still being allocated,
+/// try_acquire() waits for the next one instead of reporting the ring full.
 class BlockRing {
  public:
   /// Throws invalid_argument for 0 blocks or bytes, io/cuda when the memory cannot be had.

@@ -82,7 +82,15 @@ class CpuStore final : public BeamStore {
   }
 
   StoreCounters counters() const override { return {}; }
-  search::StageTimes search_times() const override { return searcher_->times(); }
+  search::StageTimes search_times() const override {
+    search::StageTimes t = past_times_;
+    return t += searcher_->times();
+  }
+  void renew_searcher() override {
+    past_times_ += searcher_->times();
+    searcher_.reset();  // its buffers go before the new one's come
+    searcher_ = search::GulpSearcher::make(search_, 0, search_.ndms(), -1);
+  }
   std::int64_t buffer_bytes() const override {
     return static_cast<std::int64_t>(buffer_.size()) * 4;
   }
@@ -103,6 +111,7 @@ class CpuStore final : public BeamStore {
   std::int64_t cap_, nb_;
   std::vector<float> out_, buffer_;
   std::unique_ptr<search::GulpSearcher> searcher_;
+  search::StageTimes past_times_;  // of the searchers renew_searcher() replaced
 };
 
 }  // namespace

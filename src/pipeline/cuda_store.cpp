@@ -277,11 +277,22 @@ class CudaStore final : public BeamStore {
 
   StoreCounters counters() const override {
     StoreCounters k = counters_;
-    k.to_device += searcher_->times().bytes_to_device;
-    k.from_device += searcher_->times().bytes_from_device;
+    const search::StageTimes t = search_times();
+    k.to_device += t.bytes_to_device;
+    k.from_device += t.bytes_from_device;
     return k;
   }
-  search::StageTimes search_times() const override { return searcher_->times(); }
+  search::StageTimes search_times() const override {
+    search::StageTimes t = past_times_;
+    return t += searcher_->times();
+  }
+  void renew_searcher() override {
+    set_device(device_);
+    device_synchronize();  // nothing of the old searcher's is in flight when its buffers go
+    past_times_ += searcher_->times();
+    searcher_.reset();
+    searcher_ = search::GulpSearcher::make(search_, 0, search_.ndms(), device_, false);
+  }
   std::int64_t buffer_bytes() const override { return static_cast<std::int64_t>(buffer_.bytes()); }
 
  private:
@@ -309,6 +320,7 @@ class CudaStore final : public BeamStore {
   int slot_ = 0;
   DeviceArray<float> beams_, buffer_;
   std::unique_ptr<search::GulpSearcher> searcher_;
+  search::StageTimes past_times_;  // of the searchers renew_searcher() replaced
   StoreCounters counters_;
 };
 

@@ -102,6 +102,7 @@ nlohmann::json PipelineResult::to_json() const {
           {"bytes_between_ranks", bytes_between_ranks},
           {"observation_s", observation_s},
           {"input_pinned", input_pinned},
+          {"open_ended", open_ended},
           {"real_time_factor", seconds_total > 0 ? observation_s / seconds_total : 0.0},
           {"seconds",
            {{"total", seconds_total},
@@ -150,23 +151,28 @@ class PipelineExecutor {
         comm_(cfg_.comm ? *cfg_.comm : world_of_one()),
         info_(info),
         nblocks_(nblocks),
+        open_(nblocks == PipelinePlan::open_ended),
         start_(Clock::now()) {
     cfg_.validate();
     backend_ = resolve_backend(backend);
     if (backend_ != Backend::cuda && !cfg_.devices.empty())
       fail(ErrorCategory::invalid_argument, "devices are for the cuda backend");
-    const std::string where = info.source_name.empty() ? info.format : info.source_name;
+    where_ = info.source_name.empty() ? info.format : info.source_name;
+    const std::string& where = where_;
     if (cfg_.array.nantennas() != info.nantennas)
       fail(ErrorCategory::invalid_argument,
            "{}: the voltages have {} antennas but the array has {}: give the matching array", where,
            info.nantennas, cfg_.array.nantennas());
-    if (nblocks < 1)
+    if (nblocks < 1 && !open_)
       fail(ErrorCategory::format, "{}: the voltages hold no whole block: nothing to search", where);
     if (info.block_samples % cfg_.integration != 0)
       fail(ErrorCategory::invalid_argument,
            "integration = {} must divide the {} samples of a block", cfg_.integration,
            info.block_samples);
     nb_ = info.block_samples / cfg_.integration;
+    // Open-ended: planned as a stream of 2^50 beam samples (centuries at any tsamp); finish()
+    // plans the tail for the blocks that came.
+    if (open_) nblocks_ = std::max<std::int64_t>(1, (std::int64_t{1} << 50) / nb_);
 
     // The beamformer of the whole band and every beam: power summed over the pols. Each worker
     // forms its part of it (make_stores).
@@ -193,7 +199,7 @@ class PipelineExecutor {
 
     // Each beam as a float32 filterbank.
     header_ = io::beam_header(info, cfg_.integration, c.nbeams);
-    header_.nsamples = nblocks * nb_;
+    header_.nsamples = nblocks_ * nb_;
 
     // Every worker plans the same layout (the whole run's beams and channels), so the gulps and
     // hence the candidates do not depend on the split.
@@ -202,7 +208,7 @@ class PipelineExecutor {
     make_stores(weights);
     clusterers_.assign(static_cast<std::size_t>(c.nbeams), search::Clusterer(cfg_.search.cluster));
     progress_ = std::make_unique<Progress>("pipeline", plan().nsamples_searched());
-    if (!cfg_.run.progress || !comm_.is_root()) progress_->set_enabled(false);
+    if (!cfg_.run.progress || !comm_.is_root() || open_) progress_->set_enabled(false);
     seconds_plan_ = seconds_since(start_);
   }
 
@@ -259,7 +265,25 @@ class PipelineExecutor {
     seconds_zero_blocks_ += seconds_since(t);
   }
 
+  std::vector<search::Candidate> take_candidates() {
+    std::vector<search::Candidate> out;
+    for (; taken_ < clusters_.size(); ++taken_)
+      out.push_back(search::to_candidate(clusters_[taken_].second, plan().dms(), header_.tsamp,
+                                         clusters_[taken_].first));
+    return out;
+  }
+
   PipelineResult finish() {
+    if (open_ && !finished_open_) {
+      if (blocks_ == 0)
+        fail(ErrorCategory::invalid_argument, "{}: the stream gave no block: nothing to search",
+             where_);
+      const auto t = Clock::now();
+      plan_tail();
+      search_ready();
+      seconds_search_ += seconds_since(t);
+      finished_open_ = true;
+    }
     if (blocks_ != nblocks_ || next_gulp_ != plan().gulps())
       fail(ErrorCategory::invalid_argument, "the pipeline got {} of its {} blocks", blocks_,
            nblocks_);
@@ -306,7 +330,8 @@ class PipelineExecutor {
     r.gulps_skipped = gulps_skipped_;
     r.seconds_zero_blocks = seconds_zero_blocks_;
     r.seconds_plan = seconds_plan_;
-    r.observation_s = static_cast<double>(nblocks_ * info_.block_samples) * info_.tsamp_s;
+    r.observation_s = static_cast<double>(blocks_ * info_.block_samples) * info_.tsamp_s;
+    r.open_ended = open_;
     for (auto& cl : clusters_)
       r.candidates.push_back(
           search::to_candidate(cl.second, plan().dms(), header_.tsamp, cl.first));
@@ -338,9 +363,12 @@ class PipelineExecutor {
   // one worker holding every beam, so that every split plans the same gulps.
   void plan_layout(const std::string& where) {
     search::RunOptions o = cfg_.run;
-    auto make = [&] {
-      search_plan_ =
-          std::make_unique<search::FileSearchPlan>(cfg_.search, o, header_, backend_, where);
+    auto make = [&] {  // in place once made: the stores and their searchers refer to it
+      search::FileSearchPlan p(cfg_.search, o, header_, backend_, where);
+      if (search_plan_)
+        *search_plan_ = std::move(p);
+      else
+        search_plan_ = std::make_unique<search::FileSearchPlan>(std::move(p));
     };
     make();
     std::int64_t budget = o.memory_bytes - plan().workspace().host_bytes;
@@ -359,6 +387,27 @@ class PipelineExecutor {
            bf_.nbeams, capacity_rows(), header_.nchans, buffer_bytes() >> 20,
            std::max<std::int64_t>(budget, 0) >> 20, backend_ == Backend::cuda ? "device" : "host",
            backend_ == Backend::cuda ? "device_memory_bytes" : "memory_bytes");
+  }
+
+  // Open-ended, at the end: the search of the blocks that came, planned as the file search
+  // plans a file of them. Nothing searched yet: exactly run_pipeline()'s plan (plan_layout; its
+  // gulp may be longer than the open-ended one, and every row is still in the buffer). Else
+  // the gulps searched keep their gulp, which a file this long has too unless its gulp was
+  // halved for memory (a gulp's range depends on the length only when it reaches the end, and
+  // the open-ended plan searched only gulps whose rows, margin and largest delay included, had
+  // all come). The searchers are made anew: the tail's chunk and planes may differ.
+  void plan_tail() {
+    nblocks_ = blocks_;
+    header_.nsamples = blocks_ * nb_;
+    if (next_gulp_ == 0) {
+      plan_layout(where_);
+    } else {
+      search::RunOptions o = cfg_.run;
+      o.gulp = plan().gulp();
+      *search_plan_ = search::FileSearchPlan(cfg_.search, o, header_, backend_, where_);
+    }
+    for (auto& st : stores_)
+      st->renew_searcher();
   }
 
   // The workers and their shares. One process: one worker per entry of --gpus (cuda; at most
@@ -609,7 +658,10 @@ class PipelineExecutor {
   PipelineConfig cfg_;
   const dist::Comm& comm_;
   io::VoltageStreamInfo info_;
-  std::int64_t nblocks_;
+  std::int64_t nblocks_;  // open-ended: the plan's (2^50 samples) until finish()
+  bool open_ = false, finished_open_ = false;
+  std::string where_;  // the stream's name in messages
+  std::size_t taken_ = 0;  // clusters_ handed out by take_candidates()
   Backend backend_ = Backend::cpu;
   beamform::BeamformConfig bf_;
   std::vector<double> freqs_;
@@ -651,6 +703,9 @@ void PipelinePlan::execute(const std::uint8_t* block, std::size_t bytes, double 
 }
 void PipelinePlan::execute_zeros(double mjd) {
   exec_->execute_zeros(mjd);
+}
+std::vector<search::Candidate> PipelinePlan::take_candidates() {
+  return exec_->take_candidates();
 }
 PipelineResult PipelinePlan::finish() {
   return exec_->finish();

@@ -77,8 +77,11 @@ class BeamStore {
   virtual void search_gulp(std::int64_t g, std::int64_t rows, const BeamPeakSink& sink) = 0;
   virtual void shift(std::int64_t drop, std::int64_t keep) = 0;
   virtual StoreCounters counters() const = 0;
-  /// The search's stage times so far (its GulpSearcher's).
+  /// The search's stage times so far (its GulpSearcher's, the ones it replaced included).
   virtual search::StageTimes search_times() const = 0;
+  /// A new GulpSearcher for the plan as it is now (an open-ended stream's plan is replaced by
+  /// its true length's at the end: its chunk and plane length may differ). Between gulps only.
+  virtual void renew_searcher() = 0;
   virtual std::int64_t buffer_bytes() const = 0;
 };
 
