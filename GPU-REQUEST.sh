@@ -5,6 +5,9 @@
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
+# The CLI: build-cuda puts it in bin/ (apps/warpbeam/CMakeLists.txt); the brief's path if staged.
+WB=build-gpu/bin/warpbeam
+[ -x build-gpu/apps/warpbeam/warpbeam ] && WB=build-gpu/apps/warpbeam/warpbeam
 
 # 1. Correctness: the new kernel bit for bit against the host emulation and tensor-int8 (odd
 #    shapes, B1's shape on 128 channels), against the fp32 CPU path, its refusals; and the old
@@ -21,9 +24,9 @@ timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
 
 # 3. B1 timing: the new variant, tensor-int8 and auto's candidates in the same session (the
 #    ratio). Each prints its median ms and verifies ~2000 sampled rows (err/max must be ok).
-timeout 120 build-gpu/apps/warpbeam/warpbeam bench beamform --config B1 --backend cuda \
+timeout 120 "$WB" bench beamform --config B1 --backend cuda \
   --algorithm tensor-int8-stream --json "$OUT/b1-stream.json" 2>&1 | tee "$OUT/b1-stream.log" | tail -8
-timeout 120 build-gpu/apps/warpbeam/warpbeam bench beamform --config B1 --backend cuda \
+timeout 120 "$WB" bench beamform --config B1 --backend cuda \
   --algorithm tensor-int8 --json "$OUT/b1-int8.json" 2>&1 | tee "$OUT/b1-int8.log" | tail -8
-timeout 150 build-gpu/apps/warpbeam/warpbeam bench beamform --config B1 --backend cuda \
+timeout 150 "$WB" bench beamform --config B1 --backend cuda \
   --algorithm auto --json "$OUT/b1-auto.json" 2>&1 | tee "$OUT/b1-auto.log" | tail -10

@@ -52,6 +52,7 @@ constexpr int kBS = kTT + 8;           // shared tile: beam stride (floats)
 constexpr int kCS = kBeams * kBS + 2;  // shared tile: channel stride (floats), = 2 mod 32
 constexpr int kMaxChunksPerBlock = 16;
 static_assert(kBS % 32 == 8 && kCS % 32 == 2, "the bank arguments of the header");
+static_assert(kCT == 16, "the output loop's shifts: 4 groups of 4 channels");
 
 template <int NP>
 constexpr int kStages = NP == 1 ? 3 : 2;  // input ring depth (dual pol: 16 bytes a lane a sample)
@@ -180,7 +181,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   const std::int64_t ntout = p.nsamples / n;
-  const int nbins = kTT / n;
+  const int nbins = kTT / n, log2_nbins = __ffs(nbins) - 1;
+  const int lanes_per_bin = max(1, min(n, 8) / 2);  // integration 2, 4, 8: 1, 2, 4 lanes of a row
 
 #pragma unroll
   for (int k = 0; k < S - 1; ++k)
@@ -247,7 +249,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (n >= 4) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
         if (n >= 8) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
         if (n <= 8) {
-          if (q % (n / 2) == 0) row[(8 * j + 2 * q) / n] = __fmul_rn(__ull2float_rn(sum), s2[m]);
+          if (q % lanes_per_bin == 0)
+            row[(8 * j + 2 * q) / n] = __fmul_rn(__ull2float_rn(sum), s2[m]);
         } else {
           bin_sum[m] += sum;
           if ((j + 1) % (n / 8) == 0) {
@@ -264,7 +267,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float* t = tile + (k & 1) * kCT * kCS;
     const std::int64_t to0 = static_cast<std::int64_t>(chunk0 + k) * (kTT / n);
     for (int i = tid; i < kBeams * nbins * (kCT / 4); i += kThreads) {
-      const int grp = i % (kCT / 4), bin = (i / (kCT / 4)) % nbins, bl = i / ((kCT / 4) * nbins);
+      // nbins is a power of two: shifts, not divisions by a run-time value.
+      const int grp = i % (kCT / 4), bin = (i >> 2) & (nbins - 1), bl = i >> (2 + log2_nbins);
       const int b = bg * kBeams + bl, c4 = ctile * kCT + 4 * grp;
       const std::int64_t to = to0 + bin;
       if (b >= p.nbeams || to >= ntout || c4 >= p.nchans) continue;
