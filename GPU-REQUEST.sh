@@ -18,7 +18,8 @@ timeout 120 build-gpu/tests/test_beamform \
 
 # 2. Memory errors (out-of-bounds loads of the ring, stores of partial tiles) on the small shapes,
 #    aligned and unaligned input. ~60 s under memcheck.
-timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+timeout 150 "$CS" --tool memcheck --error-exitcode 9 \
   build-gpu/tests/test_beamform --gtest_filter='BeamformGpu.TensorInt8StreamOddShapesEqualTheEmulationExactly' \
   2>&1 | tee "$OUT/memcheck-stream.log" | tail -15
 
