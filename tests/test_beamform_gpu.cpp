@@ -541,9 +541,15 @@ void expect_stream_exact(const BeamformConfig& c, std::uint32_t seed) {
   for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
     const auto got = run_int8(c, in, w, offset);
     const std::size_t bad = first_difference(got, want);
+    // The index as [beam][pol][time][chan], for the first run's diagnosis.
+    const auto ch = static_cast<std::int64_t>(bad) % c.nchans;
+    const auto to = static_cast<std::int64_t>(bad) / c.nchans % c.nsamples_out();
+    const auto bp = static_cast<std::int64_t>(bad) / (c.nchans * c.nsamples_out());
     EXPECT_EQ(bad, got.size()) << describe(c) << " offset " << offset << ": first difference at "
-                               << bad << ": got " << (bad < got.size() ? got[bad] : 0.f)
-                               << ", emulation " << (bad < got.size() ? want[bad] : 0.f);
+                               << bad << " (beam " << bp / c.nout_pols() << " pol "
+                               << bp % c.nout_pols() << " time " << to << " chan " << ch
+                               << "): got " << (bad < got.size() ? got[bad] : 0.f) << ", emulation "
+                               << (bad < got.size() ? want[bad] : 0.f);
     if (offset == 0) {
       BeamformConfig ci = c;
       ci.algorithm = Algorithm::tensor_int8;
