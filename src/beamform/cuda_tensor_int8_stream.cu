@@ -228,10 +228,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int m = 0; m < 4; ++m)
           mma_16832(acc[m], af[m][s], bf[s][0], bf[s][1]);
-
-          // |V|^2 of beam 8m + g at samples 8j + 2q (c0, c2) and 8j + 2q + 1 (c1, c3).
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
+        // |V|^2 of beam 8m + g at samples 8j + 2q (c0, c2) and 8j + 2q + 1 (c1, c3).
         const int* a = acc[m];
         const unsigned long long p0 = static_cast<unsigned long long>(
             static_cast<long long>(a[0]) * a[0] + static_cast<long long>(a[2]) * a[2]);
