@@ -55,7 +55,7 @@ TEST(BeamformConfig, ValidateNamesTheField) {
   expect_error([&] { bad.validate(); }, ErrorCategory::invalid_argument, "levels");
   // The tensor-core, cuBLAS, register-stream and int8 kernels exist on CUDA only.
   for (auto a : {Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::register_stream,
-                 Algorithm::tensor_int8}) {
+                 Algorithm::tensor_int8, Algorithm::tensor_int8_stream}) {
     bad = c;
     bad.algorithm = a;
     expect_error([&] { BeamformPlan(bad, Backend::cpu); }, ErrorCategory::unsupported, "CUDA");
@@ -64,10 +64,14 @@ TEST(BeamformConfig, ValidateNamesTheField) {
 
 TEST(BeamformConfig, AlgorithmNamesAndTunings) {
   for (auto a : {Algorithm::automatic, Algorithm::register_tiled, Algorithm::register_stream,
-                 Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::tensor_int8})
+                 Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::tensor_int8,
+                 Algorithm::tensor_int8_stream})
     EXPECT_EQ(parse_algorithm(to_string(a)), a);
   EXPECT_EQ(to_string(Algorithm::tensor_int8), "tensor-int8");
+  EXPECT_EQ(to_string(Algorithm::tensor_int8_stream), "tensor-int8-stream");
   EXPECT_TRUE(uses_int8(Algorithm::tensor_int8));
+  EXPECT_TRUE(uses_int8(Algorithm::tensor_int8_stream));
+  EXPECT_FALSE(uses_fp16(Algorithm::tensor_int8_stream));
   EXPECT_FALSE(uses_int8(Algorithm::tensor_core));
   EXPECT_FALSE(uses_fp16(Algorithm::tensor_int8));
   expect_error([] { parse_algorithm("fastest"); }, ErrorCategory::invalid_argument, "fastest");
@@ -646,4 +650,49 @@ TEST(BeamformInt8, RefusesWhatItCannotFormExactly) {
   bad.sum_pols = true;
   bad.integration = 64;
   expect_error([&] { check_int8_config(bad); }, ErrorCategory::unsupported, "overflow");
+}
+
+// The streaming int8 variant (cuda_tensor_int8_stream.cu) accepts B1 and what its kernel handles
+// (ci4, <= 32 antennas, one pol or pols kept apart, integration dividing 32, any encoding with
+// integer levels) and refuses the rest before any kernel runs: invalid_argument naming the
+// reason for its own limits, tensor-int8's errors (unsupported) for what int8 cannot form.
+TEST(BeamformInt8, StreamVariantChecksItsLimits) {
+  using beamform::detail::check_int8_stream_config;
+  BeamformConfig b1 = small_config(SampleType::ci4, 1, 1024, 32, 32, 8192);
+  b1.algorithm = Algorithm::tensor_int8_stream;
+  EXPECT_NO_THROW(check_int8_stream_config(b1));
+  for (int n : {2, 4, 8, 16, 32}) {
+    BeamformConfig c = b1;
+    c.integration = n;
+    EXPECT_NO_THROW(check_int8_stream_config(c)) << n;
+  }
+  {
+    BeamformConfig c = small_config(SampleType::ci4, 2, 5, 1, 300, 64);  // pols kept apart
+    c.encoding = Encoding::offset_binary;
+    EXPECT_NO_THROW(check_int8_stream_config(c));
+  }
+  auto refused = [&](BeamformConfig c, ErrorCategory cat, const char* what) {
+    expect_error([&] { check_int8_stream_config(c); }, cat, what);
+  };
+  BeamformConfig c = b1;
+  c.sample_type = SampleType::ci8;
+  refused(c, ErrorCategory::invalid_argument, "ci4 voltages, not ci8");
+  c = b1;
+  c.nantennas = 33;
+  refused(c, ErrorCategory::invalid_argument, "at most 32 antennas, not 33");
+  c = small_config(SampleType::ci4, 2, 8, 32, 32, 64);
+  c.sum_pols = true;
+  refused(c, ErrorCategory::invalid_argument, "sum_pols");
+  c = b1;
+  c.integration = 64;
+  refused(c, ErrorCategory::invalid_argument, "not 64");
+  c = b1;
+  c.integration = 3;  // 8192 is no multiple of 3, but the kernel's limit is named first
+  refused(c, ErrorCategory::unsupported, "power of two");
+  c = b1;
+  c.sample_type = SampleType::cf16;
+  refused(c, ErrorCategory::unsupported, "ci4 or ci8");
+  c = b1;
+  c.output = OutputKind::voltage;
+  refused(c, ErrorCategory::unsupported, "power only");
 }

@@ -359,14 +359,14 @@ TEST(BeamformGpu, CublasStreamedExecuteMatchesCpu) {
 
 namespace {
 
-/// Runs `c` (tensor_int8) on the GPU with weights `w`, output poisoned, input at `offset` bytes
-/// past an aligned allocation (offset 1: the byte-wise loads); returns the output and the plan's
-/// effective weights.
+/// Runs `c` (tensor_int8 or tensor_int8_stream) on the GPU with weights `w`, output poisoned,
+/// input at `offset` bytes past an aligned allocation (offset 1: the byte-wise loads); returns the
+/// output and the plan's effective weights.
 std::vector<float> run_int8(const BeamformConfig& c, const std::vector<std::uint8_t>& in,
                             const std::vector<std::complex<float>>& w, std::size_t offset = 0,
                             std::vector<std::complex<float>>* effective = nullptr) {
   BeamformPlan gpu(c, Backend::cuda);
-  EXPECT_EQ(gpu.algorithm(), Algorithm::tensor_int8);
+  EXPECT_EQ(gpu.algorithm(), c.algorithm);
   gpu.set_weights(weights_view(c, w));
   DeviceArray<std::uint8_t> d_in(in.size() + 16);
   DeviceArray<float> d_out(static_cast<std::size_t>(output_floats(c)));
@@ -487,5 +487,141 @@ TEST(BeamformGpu, AutomaticDoesNotPickTensorInt8Yet) {
   // What it cannot form exactly is refused on the GPU too.
   BeamformConfig c = small_config(SampleType::cf16, 1);
   c.algorithm = Algorithm::tensor_int8;
+  EXPECT_THROW(BeamformPlan(c, Backend::cuda), Error);
+}
+
+// ---- tensor-int8-stream (issue 17: the streaming int8 kernel for B1; written without a GPU) ----
+
+namespace {
+
+/// Shapes tensor_int8_stream accepts, each aimed at one of its edges: fewer antennas than its 32
+/// (unaligned rows 19 and 7 bytes: the byte-wise loads; 24: a whole 8-byte group past the row),
+/// channels not a multiple of its 16-channel tile (13, 20, 5, 18; 20 also the float4 path with a
+/// partial tile, 18 and 13 the scalar stores), beams past one group of 32 (45, 64) or fewer (11),
+/// samples not a multiple of its 32-sample chunk (72, 1000, 200), blocks streaming several chunks
+/// through the ring (1000, 512), both pols kept apart, every integration 2 .. 32, offset binary
+/// (the table path) and the smallest shape.
+std::vector<BeamformConfig> int8_stream_odd_cases() {
+  std::vector<BeamformConfig> v;
+  auto add = [&](int npol, int nch, int nant, int nb, std::int64_t nt, int integration = 1) {
+    BeamformConfig c = small_config(SampleType::ci4, npol, nch, nant, nb, nt);
+    c.algorithm = Algorithm::tensor_int8_stream;
+    c.integration = integration;
+    v.push_back(c);
+    return &v.back();
+  };
+  add(1, 13, 19, 11, 72);
+  add(1, 20, 24, 45, 1000);
+  add(1, 1, 1, 1, 3);
+  add(1, 16, 32, 32, 96)->encoding = Encoding::offset_binary;
+  add(2, 18, 32, 32, 200);
+  add(2, 5, 7, 64, 64);
+  add(2, 16, 16, 33, 96)->encoding = Encoding::offset_binary;
+  for (int n : {2, 4, 8, 16, 32})
+    add(1, 16, 32, 32, 512, n);
+  add(2, 13, 19, 40, 160, 16);
+  add(1, 20, 32, 32, 96, 32);
+  return v;
+}
+
+/// `c` through tensor_int8_stream at input offset 0 and 1 against the host emulation (every
+/// output bit), and at offset 0 against tensor_int8 (the same arithmetic: bit-identical too).
+void expect_stream_exact(const BeamformConfig& c, std::uint32_t seed) {
+  const auto in = random_input(c, seed);
+  const auto w = random_weights(c, seed + 1, 3);
+  std::vector<float> want(static_cast<std::size_t>(output_floats(c)), NAN);
+  beamform::detail::emulate_int8(c, beamform::detail::quantize_int8(c, w.data()), in.data(),
+                                 want.data());
+  EXPECT_GT(*std::max_element(want.begin(), want.end()), 0) << describe(c);
+  auto first_difference = [](const std::vector<float>& a, const std::vector<float>& b) {
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+    return a.size();
+  };
+  for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+    const auto got = run_int8(c, in, w, offset);
+    const std::size_t bad = first_difference(got, want);
+    // The index as [beam][pol][time][chan], for the first run's diagnosis.
+    const auto ch = static_cast<std::int64_t>(bad) % c.nchans;
+    const auto to = static_cast<std::int64_t>(bad) / c.nchans % c.nsamples_out();
+    const auto bp = static_cast<std::int64_t>(bad) / (c.nchans * c.nsamples_out());
+    EXPECT_EQ(bad, got.size()) << describe(c) << " offset " << offset << ": first difference at "
+                               << bad << " (beam " << bp / c.nout_pols() << " pol "
+                               << bp % c.nout_pols() << " time " << to << " chan " << ch
+                               << "): got " << (bad < got.size() ? got[bad] : 0.f) << ", emulation "
+                               << (bad < got.size() ? want[bad] : 0.f);
+    if (offset == 0) {
+      BeamformConfig ci = c;
+      ci.algorithm = Algorithm::tensor_int8;
+      const auto other = run_int8(ci, in, w);
+      EXPECT_EQ(first_difference(got, other), got.size()) << describe(c) << " vs tensor-int8";
+    }
+  }
+}
+
+}  // namespace
+
+// The odd shapes, every output bit for bit the emulation's (small: compute-sanitizer's test).
+TEST(BeamformGpu, TensorInt8StreamOddShapesEqualTheEmulationExactly) {
+  WB_REQUIRE_GPU();
+  std::uint32_t seed = 3000;
+  for (const BeamformConfig& c : int8_stream_odd_cases())
+    expect_stream_exact(c, seed += 2);
+}
+
+// B1's shape (32 antennas, 1 pol, ci4, 32 beams, 8192 samples: 16 chunks a block) on 128 of its
+// 1024 channels (the per-channel work is the same; the bench run checks all 1024 by sampling).
+TEST(BeamformGpu, TensorInt8StreamB1ShapeEqualsTheEmulationExactly) {
+  WB_REQUIRE_GPU();
+  BeamformConfig c = small_config(SampleType::ci4, 1, 128, 32, 32, 8192);
+  c.algorithm = Algorithm::tensor_int8_stream;
+  expect_stream_exact(c, 3500);
+}
+
+// Against the fp32 CPU path, as TensorInt8MatchesCpuWithinItsBounds: 1e-5 of the maximum with the
+// effective weights, 1e-2 (the int8 weights' bound) with the unquantised ones.
+TEST(BeamformGpu, TensorInt8StreamMatchesCpuWithinItsBounds) {
+  WB_REQUIRE_GPU();
+  std::uint32_t seed = 3600;
+  std::vector<BeamformConfig> cases = int8_stream_odd_cases();
+  cases.push_back(small_config(SampleType::ci4, 1, 32, 32, 32, 1024));
+  cases.back().algorithm = Algorithm::tensor_int8_stream;
+  for (const BeamformConfig& c : cases) {
+    const auto in = random_input(c, seed);
+    const auto w = random_weights(c, seed + 1, 3);
+    seed += 2;
+    std::vector<std::complex<float>> ew;
+    const auto got = run_int8(c, in, w, 0, &ew);
+    BeamformConfig cc = c;
+    cc.algorithm = Algorithm::automatic;
+    const std::vector<std::complex<float>>* both[] = {&ew, &w};
+    for (const auto* weights : both) {
+      BeamformPlan cpu(cc, Backend::cpu);
+      cpu.set_weights(weights_view(c, *weights));
+      std::vector<float> ref(got.size());
+      cpu.execute(input_view(c, in), output_view(c, ref));
+      const double tol = weights == &ew ? 1e-5 : 1e-2;
+      const auto r = compare(got, ref, c, tol);
+      EXPECT_LE(r.max_err, tol * r.max_ref)
+          << describe(c) << (weights == &ew ? " (effective weights)" : " (fp32 weights)") << "\n  "
+          << r.first;
+      EXPECT_GT(r.max_ref, 0);
+    }
+  }
+}
+
+// Not chosen by automatic (never measured), and what it cannot do is refused on the GPU too,
+// before any kernel runs.
+TEST(BeamformGpu, TensorInt8StreamIsNotPickedAndRefusesWhatItCannotDo) {
+  WB_REQUIRE_GPU();
+  EXPECT_NE(
+      BeamformPlan(small_config(SampleType::ci4, 1, 16, 32, 32, 64), Backend::cuda).algorithm(),
+      Algorithm::tensor_int8_stream);
+  BeamformConfig c = small_config(SampleType::ci4, 1, 16, 33, 32, 64);
+  c.algorithm = Algorithm::tensor_int8_stream;
+  EXPECT_THROW(BeamformPlan(c, Backend::cuda), Error);
+  c = small_config(SampleType::ci4, 2, 16, 32, 32, 64);
+  c.algorithm = Algorithm::tensor_int8_stream;
+  c.sum_pols = true;
   EXPECT_THROW(BeamformPlan(c, Backend::cuda), Error);
 }

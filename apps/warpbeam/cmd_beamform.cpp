@@ -236,9 +236,10 @@ void add_beamform_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Output folder (one filterbank per beam)")->required();
   add_backend_option(*cmd, o->backend);
   cmd->add_option("--algorithm", o->algorithm,
-                  "auto, register-tiled, register-stream, tensor-core, cublas-fp16 or tensor-int8")
+                  "auto, register-tiled, register-stream, tensor-core, cublas-fp16, tensor-int8 or "
+                  "tensor-int8-stream")
       ->check(CLI::IsMember({"auto", "register-tiled", "register-stream", "tensor-core",
-                             "cublas-fp16", "tensor-int8"}))
+                             "cublas-fp16", "tensor-int8", "tensor-int8-stream"}))
       ->capture_default_str();
   cmd->add_option("--array", o->array,
                   "auto (ssmif for LWA TBF/TBX, else best2), best2, ssmif, or a file of antenna "

@@ -29,11 +29,13 @@ void add_bench_beamform_command(CLI::App& app) {
       ->check(CLI::IsMember({"B1", "B2"}))
       ->capture_default_str();
   add_backend_option(*cmd, o->backend);
-  cmd->add_option("--algorithm", o->algorithm,
-                  "auto (every measured candidate), register-tiled, register-stream, "
-                  "tensor-core, cublas-fp16 or tensor-int8 (that one, and the round-1 baseline)")
+  cmd->add_option(
+         "--algorithm", o->algorithm,
+         "auto (every measured candidate), register-tiled, register-stream, "
+         "tensor-core, cublas-fp16, tensor-int8 or tensor-int8-stream (those two: that one, "
+         "and the round-1 baseline)")
       ->check(CLI::IsMember({"auto", "register-tiled", "register-stream", "tensor-core",
-                             "cublas-fp16", "tensor-int8"}))
+                             "cublas-fp16", "tensor-int8", "tensor-int8-stream"}))
       ->capture_default_str();
   cmd->add_flag("--sweep", o->sweep,
                 "Try every tuning of every candidate (each verified); report the fastest");

@@ -476,10 +476,10 @@ void add_pipeline_command(CLI::App& app) {
   cmd->add_option("--json", o->json, "Also write the run's summary (pipeline.json) here");
   add_backend_option(*cmd, o->backend);
   cmd->add_option("--algorithm", o->algorithm,
-                  "Beamformer: auto, register-tiled, register-stream, tensor-core, cublas-fp16 or "
-                  "tensor-int8")
+                  "Beamformer: auto, register-tiled, register-stream, tensor-core, cublas-fp16, "
+                  "tensor-int8 or tensor-int8-stream")
       ->check(CLI::IsMember({"auto", "register-tiled", "register-stream", "tensor-core",
-                             "cublas-fp16", "tensor-int8"}))
+                             "cublas-fp16", "tensor-int8", "tensor-int8-stream"}))
       ->capture_default_str();
   cmd->add_option("--array", o->array, "best2, or a file of antenna positions 'E N U' (m)")
       ->capture_default_str();

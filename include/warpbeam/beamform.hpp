@@ -61,15 +61,21 @@ enum class Algorithm {
                     ///< integers) in the epilogue; power only, integration dividing 64;
                     ///< deterministic; CUDA only; not chosen by automatic until measured on the
                     ///< H200. Error of the int8 weights: docs/PERFORMANCE.md, "int8 weights"
+  tensor_int8_stream,  ///< tensor_int8's arithmetic (bit-identical output) as a streaming kernel
+                       ///< for small N (B1): a warp per channel keeps its int8 weights in
+                       ///< registers for the block's life, voltages stream through cp.async,
+                       ///< rows of 16 channels leave as 16-byte stores. ci4, nantennas <= 32,
+                       ///< pols not summed, integration dividing 32 (else invalid_argument);
+                       ///< deterministic; CUDA only; not chosen by automatic until measured
 };
 std::string_view to_string(Algorithm a);
 /// Parses "auto", "register-tiled", "register-stream", "tensor-core", "cublas-fp16",
-/// "tensor-int8"; throws invalid_argument otherwise.
+/// "tensor-int8", "tensor-int8-stream"; throws invalid_argument otherwise.
 Algorithm parse_algorithm(std::string_view s);
 /// True for the variants with fp16 operands (weights rounded to fp16; tolerance 1e-2).
 bool uses_fp16(Algorithm a);
-/// True for the variants with int8 weights (tensor_int8: weights quantised to s8, one scale per
-/// channel and beam; see effective_weights()).
+/// True for the variants with int8 weights (tensor_int8, tensor_int8_stream: weights quantised to
+/// s8, one scale per channel and beam; see effective_weights()).
 bool uses_int8(Algorithm a);
 
 /// Tunables of the CUDA kernels; 0 means "the default measured on the H200".
@@ -144,7 +150,8 @@ class BeamformPlan {
   Backend backend() const { return backend_; }
   /// The algorithm in use (never automatic): on CUDA cublas_fp16 when nbeams >= 128 and
   /// nantennas >= 64 (large N: the GEMM is big enough to feed the tensor cores), else
-  /// register_stream (tensor_int8 only when asked for); register_tiled on the CPU.
+  /// register_stream (tensor_int8 and tensor_int8_stream only when asked for); register_tiled on
+  /// the CPU.
   Algorithm algorithm() const { return algorithm_; }
   /// The CUDA tuning in use (defaults filled in; zeros on the CPU).
   CudaTuning tuning() const;
@@ -155,7 +162,8 @@ class BeamformPlan {
   /// mismatch or a non-finite weight.
   void set_weights(View<const std::complex<float>, 4> weights, const Stream* stream = nullptr);
   /// The weights as the kernel applies them (rounded to fp16 for tensor_core and cublas_fp16;
-  /// scale * q for tensor_int8, q in [-127, 127], one scale per channel and beam), same layout.
+  /// scale * q for tensor_int8(_stream), q in [-127, 127], one scale per channel and beam), same
+  /// layout.
   const std::vector<std::complex<float>>& effective_weights() const { return weights_; }
 
   /// Beamforms one block. in: bytes [nchans][nsamples][row_bytes()]; out: float32

@@ -110,12 +110,14 @@ def test_beamformer_equals_numpy_weighted_sum():
 
 def test_beamformer_algorithm_names():
     """Every algorithm name parses: the CPU takes register-tiled (and auto), the CUDA-only ones
-    (tensor-int8 included) are refused for the CPU naming the backend, not as unknown names."""
+    (tensor-int8 and tensor-int8-stream included) are refused for the CPU naming the backend,
+    not as unknown names."""
     w = np.ones((2, 1, 3, 4), dtype=np.complex64)
     for name in ("auto", "register-tiled"):
         bf = wb.Beamformer(w, 64, sample_type="ci4", algorithm=name, backend="cpu")
         assert bf.algorithm == "register-tiled"
-    for name in ("register-stream", "tensor-core", "cublas-fp16", "tensor-int8"):
+    for name in ("register-stream", "tensor-core", "cublas-fp16", "tensor-int8",
+                 "tensor-int8-stream"):
         with pytest.raises(RuntimeError, match="needs the CUDA backend"):
             wb.Beamformer(w, 64, sample_type="ci4", algorithm=name, backend="cpu")
     with pytest.raises(ValueError, match="tensor-int8"):

@@ -60,7 +60,8 @@ class Beamformer:
         Samples summed into one output sample (power; divides nsamples).
     algorithm : str, default 'auto'
         'auto', 'register-tiled', 'register-stream', 'tensor-core', 'cublas-fp16',
-        'tensor-int8' (CUDA only; int8 weights, see docs/PERFORMANCE.md).
+        'tensor-int8', 'tensor-int8-stream' (CUDA only; int8 weights, see
+        docs/PERFORMANCE.md; the stream variant: ci4, <= 32 antennas, pols not summed).
     backend : {'auto', 'cpu', 'cuda'}, default 'auto'
     device : int, optional
     threads : int, default 0

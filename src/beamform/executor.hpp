@@ -2,7 +2,8 @@
 // Internal: the kernels behind a BeamformPlan. One implementation per backend and algorithm
 // (cpu.cpp; cuda_register_tiled.cu = register-tiled, cuda_register_stream.cu = register-stream,
 // cuda_tensor_core.cu = tensor cores, cuda_cublas_fp16.cu = cuBLAS, cuda_tensor_int8.cu = int8
-// tensor cores, its host-side arithmetic in int8.cpp); plan.cpp picks one.
+// tensor cores, cuda_tensor_int8_stream.cu = its streaming form for small N, their host-side
+// arithmetic in int8.cpp); plan.cpp picks one.
 #include <complex>
 #include <cstdint>
 #include <memory>
@@ -18,7 +19,7 @@ struct PlanData {
   const BeamformConfig& config;
   const std::vector<float>& table;    // conversion_table(): 256 (re, im) pairs (empty for cf16/32)
   CudaTuning tuning;                  // resolved for the plan's algorithm
-  const Int8Weights* int8 = nullptr;  // tensor_int8, in set_weights(): the quantised weights
+  const Int8Weights* int8 = nullptr;  // tensor_int8(_stream), in set_weights(): quantised weights
 };
 
 class Executor {
@@ -37,12 +38,14 @@ class Executor {
 std::unique_ptr<Executor> make_cpu_executor(const PlanData& plan);
 /// Defined in cuda_register_tiled.cu (register_tiled), cuda_register_stream.cu (register_stream),
 /// cuda_tensor_core.cu (tensor_core), cuda_cublas_fp16.cu (cublas_fp16), cuda_tensor_int8.cu
-/// (tensor_int8); plan.cpp calls them only in a CUDA build.
+/// (tensor_int8), cuda_tensor_int8_stream.cu (tensor_int8_stream); plan.cpp calls them only in a
+/// CUDA build.
 std::unique_ptr<Executor> make_register_tiled_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_register_stream_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_tensor_core_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_cublas_fp16_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_tensor_int8_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_tensor_int8_stream_executor(const PlanData& plan);
 
 /// Defaults of algorithm `a`'s CUDA kernel (sm_90), and the check that a tuning is one of the
 /// compiled instantiations; zeros for algorithms without tunables.

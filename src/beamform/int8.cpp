@@ -94,6 +94,27 @@ void check_int8_config(const BeamformConfig& c) {
          c.nantennas, static_cast<double>(terms));
 }
 
+void check_int8_stream_config(const BeamformConfig& c) {
+  check_int8_config(c);
+  if (c.sample_type != SampleType::ci4)
+    fail(ErrorCategory::invalid_argument,
+         "the tensor-int8-stream beamformer takes ci4 voltages, not {} (tensor-int8 takes ci8)",
+         to_string(c.sample_type));
+  if (c.nantennas > 32)
+    fail(ErrorCategory::invalid_argument,
+         "the tensor-int8-stream beamformer takes at most 32 antennas, not {} (tensor-int8 takes "
+         "any number)",
+         c.nantennas);
+  if (c.npol == 2 && c.sum_pols)
+    fail(ErrorCategory::invalid_argument,
+         "the tensor-int8-stream beamformer forms each pol separately: sum_pols is not supported "
+         "(tensor-int8 sums them)");
+  if (32 % c.integration != 0)
+    fail(ErrorCategory::invalid_argument,
+         "the tensor-int8-stream beamformer integrates over 1, 2, 4, 8, 16 or 32 samples, not {}",
+         c.integration);
+}
+
 void emulate_int8(const BeamformConfig& c, const Int8Weights& w, const std::uint8_t* in,
                   float* out) {
   const std::vector<std::int8_t> tab = int8_table(c);

@@ -42,6 +42,12 @@ std::vector<std::int8_t> int8_table(const BeamformConfig& c);
 /// (npol summed x integration x the largest possible |V|^2).
 void check_int8_config(const BeamformConfig& c);
 
+/// Throws as check_int8_config(), then invalid_argument naming the reason for what the streaming
+/// variant (tensor_int8_stream, cuda_tensor_int8_stream.cu) does not handle: voltages other than
+/// ci4, more than 32 antennas (its weights live in 32 registers a lane: one k' block of 64), both
+/// pols summed into one output, an integration not dividing its 32-sample chunk (1, 2, 4, .. 32).
+void check_int8_stream_config(const BeamformConfig& c);
+
 /// The kernel's arithmetic on the host: in [chan][time][row_bytes()] bytes, out float32
 /// c.output_shape() (power). Exactly the tensor-int8 kernel's output for the same q.
 void emulate_int8(const BeamformConfig& c, const Int8Weights& w, const std::uint8_t* in,

@@ -23,6 +23,8 @@ std::string_view to_string(Algorithm a) {
       return "cublas-fp16";
     case Algorithm::tensor_int8:
       return "tensor-int8";
+    case Algorithm::tensor_int8_stream:
+      return "tensor-int8-stream";
   }
   return "?";
 }
@@ -32,16 +34,17 @@ bool uses_fp16(Algorithm a) {
 }
 
 bool uses_int8(Algorithm a) {
-  return a == Algorithm::tensor_int8;
+  return a == Algorithm::tensor_int8 || a == Algorithm::tensor_int8_stream;
 }
 
 Algorithm parse_algorithm(std::string_view s) {
   for (auto a : {Algorithm::automatic, Algorithm::register_tiled, Algorithm::register_stream,
-                 Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::tensor_int8})
+                 Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::tensor_int8,
+                 Algorithm::tensor_int8_stream})
     if (s == to_string(a)) return a;
   fail(ErrorCategory::invalid_argument,
        "algorithm '{}' is not one of auto, register-tiled, register-stream, tensor-core, "
-       "cublas-fp16, tensor-int8",
+       "cublas-fp16, tensor-int8, tensor-int8-stream",
        s);
 }
 
@@ -178,6 +181,7 @@ Algorithm pick_algorithm(const BeamformConfig& c, Backend b) {
     return Algorithm::register_tiled;
   }
   if (c.algorithm == Algorithm::tensor_int8) detail::check_int8_config(c);
+  if (c.algorithm == Algorithm::tensor_int8_stream) detail::check_int8_stream_config(c);
   // The hand-written tensor-core kernel forms power only, integrated over a power of two
   // dividing its 64-sample tile.
   const bool mma_ok = c.output == OutputKind::power && 64 % c.integration == 0;
@@ -187,11 +191,11 @@ Algorithm pick_algorithm(const BeamformConfig& c, Backend b) {
          "output, integration {}); cublas-fp16 forms every output",
          c.output == OutputKind::power ? "power" : "voltage", c.integration);
   if (c.algorithm != Algorithm::automatic) return c.algorithm;
-  // tensor_int8 is not a candidate until the H200 has measured it against these two (issue 17;
-  // bench/gpu-benchmarks.txt runs it on B1 and B2): a choice must come from a measurement.
-  // Large N: enough beams and antennas for the GEMM tiles to be mostly full. Round 1 measured
-  // the fp32 kernels at 13.5 TFLOP/s on B1 and 8.3 on B2, the hand-written MMA kernel at 40 on
-  // B2; cuBLAS fp16 runs at 850 (docs/PERFORMANCE.md): cublas-fp16 for large N,
+  // tensor_int8 and tensor_int8_stream are not candidates until the H200 has measured them
+  // against these two (issue 17; bench/gpu-benchmarks.txt runs them on B1): a choice must come
+  // from a measurement. Large N: enough beams and antennas for the GEMM tiles to be mostly full.
+  // Round 1 measured the fp32 kernels at 13.5 TFLOP/s on B1 and 8.3 on B2, the hand-written MMA
+  // kernel at 40 on B2; cuBLAS fp16 runs at 850 (docs/PERFORMANCE.md): cublas-fp16 for large N,
   // register-stream (predicted 2-3x register-tiled on B1) otherwise.
   return (c.nbeams >= 128 && c.nantennas >= 64) ? Algorithm::cublas_fp16
                                                 : Algorithm::register_stream;
@@ -223,6 +227,9 @@ BeamformPlan::BeamformPlan(BeamformConfig config, Backend backend)
         break;
       case Algorithm::tensor_int8:
         exec_ = detail::make_tensor_int8_executor(data);
+        break;
+      case Algorithm::tensor_int8_stream:
+        exec_ = detail::make_tensor_int8_stream_executor(data);
         break;
       default:
         exec_ = detail::make_register_tiled_executor(data);
