@@ -127,7 +127,8 @@ struct StreamRun {
   std::size_t taken_before_last = 0;
 };
 inline StreamRun run_stream(const Observation& obs, warpbeam::Backend backend, int blocks,
-                            std::int64_t gulp, bool open_ended, const std::vector<int>& zeros = {}) {
+                            std::int64_t gulp, bool open_ended,
+                            const std::vector<int>& zeros = {}) {
   auto cfg = library_config(obs);
   cfg.run.gulp = gulp;
   warpbeam::io::GuppiReader reader(obs.raw);

@@ -668,7 +668,15 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
       {"pipeline --listen udp://127.0.0.1:7148 --blocks 4 --grid azel:170:190:2:60:70:2 --out " +
            d.file("out"),
        "spead://", 2},
-      {"pipeline --listen spead://127.0.0.1:7148 --grid azel:170:190:2:60:70:2 --out " +
+      {"pipeline --listen spead://127.0.0.1:7148 --grid azel:170:190:2:60:70:2 --duration -1 "
+       "--out " +
+           d.file("out"),
+       "--duration", 2},
+      {"pipeline --listen spead://127.0.0.1:7148 --grid azel:170:190:2:60:70:2 --duration x "
+       "--out " +
+           d.file("out"),
+       "--duration", 2},
+      {"pipeline --listen spead://127.0.0.1:7148 --grid azel:170:190:2:60:70:2 --blocks 0 --out " +
            d.file("out"),
        "--blocks", 2},
       {fmt::format("send voltages {} udp://127.0.0.1:7148", d.file("garbage.tbf")), "spead://", 2},
@@ -876,12 +884,13 @@ TEST(StreamSpead, ALiveRunRefusesAnEarlierCandFileAndATooShortStreamSaysWhy) {
     std::ofstream(one, std::ios::binary)
         << raw.substr(0, header_bytes / reader.nblocks() + reader.info().block_bytes());
   }
-  wbtest::Background live("pipeline --listen spead://127.0.0.1:0 --out '" + d.file("short") +
-                              "'" + common,
-                          d.file("live.out"), d.file("live.err"));
+  wbtest::Background live(
+      "pipeline --listen spead://127.0.0.1:0 --out '" + d.file("short") + "'" + common,
+      d.file("live.out"), d.file("live.err"));
   const std::string port = live.wait_for_err(R"(listening on spead://127\.0\.0\.1:(\d+))", 30);
   ASSERT_FALSE(port.empty()) << live.err();
-  r = wbtest::run_cli(fmt::format("send voltages '{}' spead://127.0.0.1:{} --rate 0.02", one, port));
+  r = wbtest::run_cli(
+      fmt::format("send voltages '{}' spead://127.0.0.1:{} --rate 0.02", one, port));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(live.wait(60), 2) << live.err();
   EXPECT_NE(live.err().find("dispersion delay"), std::string::npos) << live.err();

@@ -114,8 +114,7 @@ class LiveCandidates {
     for (std::size_t done = 0; done < text.size();) {
       const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        fail(ErrorCategory::io, "cannot append to '{}': {}", path_, std::strerror(errno));
+      if (n <= 0) fail(ErrorCategory::io, "cannot append to '{}': {}", path_, std::strerror(errno));
       done += static_cast<std::size_t>(n);
     }
     written_ += static_cast<std::int64_t>(c.size());

@@ -660,7 +660,7 @@ class PipelineExecutor {
   io::VoltageStreamInfo info_;
   std::int64_t nblocks_;  // open-ended: the plan's (2^50 samples) until finish()
   bool open_ = false, finished_open_ = false;
-  std::string where_;  // the stream's name in messages
+  std::string where_;      // the stream's name in messages
   std::size_t taken_ = 0;  // clusters_ handed out by take_candidates()
   Backend backend_ = Backend::cpu;
   beamform::BeamformConfig bf_;
