@@ -45,8 +45,9 @@ struct PipelineBenchOptions {
   double seconds = 0, dm_max = 100;
   int integrate = 16, beams = 32;
   std::vector<int> gpus;
-  bool pageable = false;  // feed pageable blocks (staged per device) instead of pinned ones
-  bool scaling = false;   // one device against all (both splits) instead of the stream baseline
+  bool pageable = false;      // feed pageable blocks (staged per device) instead of pinned ones
+  bool int8_weights = false;  // PipelineConfig::int8_weights
+  bool scaling = false;       // one device against all (both splits) instead of the stream baseline
 };
 void bench_pipeline(const PipelineBenchOptions& options);
 

@@ -148,6 +148,7 @@ void bench_pipeline(const PipelineBenchOptions& o) {
                            (60 + 20.0 * (b % 5) / 4) * std::numbers::pi / 180,
                            fmt::format("b{}", b)});
   c.integration = o.integrate;
+  c.int8_weights = o.int8_weights;
   c.devices = o.gpus;
   if (gpu && o.scaling && c.devices.empty()) {
     // Every visible device; a one-GPU machine puts two workers on it (checks the split and
@@ -209,9 +210,10 @@ void bench_pipeline(const PipelineBenchOptions& o) {
   const double rtf = r.observation_s / r.seconds_total;
   std::string summary = fmt::format(
       "pipeline {} {}: {} beams x {} ch, {} DM trials 0-{:.0f}, {:.2f} s for {:.2f} s of voltages "
-      "(real-time x{:.3f}; beamform {:.2f} s, search {:.2f} s; {} input)",
+      "(real-time x{:.3f}; beamform {:.2f} s ({}), search {:.2f} s; {} input)",
       o.config, to_string(backend), o.beams, info.nchans, r.dms.size(), o.dm_max, r.seconds_total,
-      r.observation_s, rtf, r.seconds_beamform, r.seconds_search, pinned ? "pinned" : "pageable");
+      r.observation_s, rtf, r.seconds_beamform, r.algorithm, r.seconds_search,
+      pinned ? "pinned" : "pageable");
   if (gpu && o.scaling) {
     summary += "; " + scaling_part(c, info, nblocks, blocks, r, rec);
   } else if (gpu) {

@@ -696,3 +696,37 @@ TEST(BeamformInt8, StreamVariantChecksItsLimits) {
   c.output = OutputKind::voltage;
   refused(c, ErrorCategory::unsupported, "power only");
 }
+
+// The automatic choice's test (fits_int8_stream) says yes exactly where the checks accept, and
+// the CPU backend ignores int8_weights (there is no int8 CPU kernel: the exact fp32 one runs).
+TEST(BeamformInt8, AutomaticChoiceOfInt8WeightsFollowsTheStreamVariantsLimits) {
+  using beamform::detail::check_int8_stream_config;
+  using beamform::detail::fits_int8_stream;
+  const BeamformConfig b1 = small_config(SampleType::ci4, 1, 1024, 32, 32, 8192);
+  std::vector<BeamformConfig> cases(9, b1);
+  cases[1].integration = 16;
+  cases[2].sample_type = SampleType::ci8;
+  cases[3].nantennas = 33;
+  cases[4].integration = 64;
+  cases[5].output = OutputKind::voltage;
+  cases[6].sample_type = SampleType::cf16;
+  cases[7] = small_config(SampleType::ci4, 2, 8, 32, 32, 64);
+  cases[7].sum_pols = true;
+  cases[8] = small_config(SampleType::ci4, 2, 8, 32, 32, 64);
+  int fits = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    bool accepted = true;
+    try {
+      check_int8_stream_config(cases[i]);
+    } catch (const Error&) {
+      accepted = false;
+    }
+    EXPECT_EQ(fits_int8_stream(cases[i]), accepted) << "case " << i;
+    fits += accepted;
+  }
+  EXPECT_EQ(fits, 3);  // b1, b1 integrated x16, two pols kept apart
+  BeamformConfig c = b1;
+  c.nsamples = 64;
+  c.int8_weights = true;
+  EXPECT_EQ(BeamformPlan(c, Backend::cpu).algorithm(), Algorithm::register_tiled);
+}

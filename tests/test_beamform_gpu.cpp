@@ -476,14 +476,17 @@ TEST(BeamformGpu, TensorInt8MatchesCpuWithinItsBounds) {
 }
 
 // Not a candidate of automatic until it is measured (plan.cpp), on the B1 and B2 shapes.
-TEST(BeamformGpu, AutomaticDoesNotPickTensorInt8Yet) {
+// int8 weights only when the caller allows them, and then tensor-int8-stream where it fits (B1's
+// shape); tensor-int8 never by itself (not measured on the shapes it would be picked for).
+TEST(BeamformGpu, AutomaticPicksInt8WeightsOnlyWhenAllowed) {
   WB_REQUIRE_GPU();
-  EXPECT_NE(
-      BeamformPlan(small_config(SampleType::ci4, 1, 8, 32, 32, 64), Backend::cuda).algorithm(),
-      Algorithm::tensor_int8);
-  EXPECT_NE(
-      BeamformPlan(small_config(SampleType::ci8, 2, 8, 256, 1024, 64), Backend::cuda).algorithm(),
-      Algorithm::tensor_int8);
+  BeamformConfig small = small_config(SampleType::ci4, 1, 8, 32, 32, 64);
+  BeamformConfig large = small_config(SampleType::ci8, 2, 8, 256, 1024, 64);
+  EXPECT_EQ(BeamformPlan(small, Backend::cuda).algorithm(), Algorithm::register_stream);
+  EXPECT_EQ(BeamformPlan(large, Backend::cuda).algorithm(), Algorithm::cublas_fp16);
+  small.int8_weights = large.int8_weights = true;
+  EXPECT_EQ(BeamformPlan(small, Backend::cuda).algorithm(), Algorithm::tensor_int8_stream);
+  EXPECT_EQ(BeamformPlan(large, Backend::cuda).algorithm(), Algorithm::cublas_fp16);
   // What it cannot form exactly is refused on the GPU too.
   BeamformConfig c = small_config(SampleType::cf16, 1);
   c.algorithm = Algorithm::tensor_int8;
@@ -612,7 +615,8 @@ TEST(BeamformGpu, TensorInt8StreamMatchesCpuWithinItsBounds) {
 
 // Not chosen by automatic (never measured), and what it cannot do is refused on the GPU too,
 // before any kernel runs.
-TEST(BeamformGpu, TensorInt8StreamIsNotPickedAndRefusesWhatItCannotDo) {
+// Not picked unless int8 weights are allowed (AutomaticPicksInt8WeightsOnlyWhenAllowed).
+TEST(BeamformGpu, TensorInt8StreamIsNotPickedByDefaultAndRefusesWhatItCannotDo) {
   WB_REQUIRE_GPU();
   EXPECT_NE(
       BeamformPlan(small_config(SampleType::ci4, 1, 16, 32, 32, 64), Backend::cuda).algorithm(),

@@ -34,7 +34,7 @@ struct BeamformOptions {
   std::vector<int> mask;
   int integrate = 1;
   std::int64_t block = 0;
-  bool sum_pols = false, no_cables = false;
+  bool sum_pols = false, no_cables = false, int8_weights = false;
 };
 
 void run(const BeamformOptions& o) {
@@ -92,6 +92,7 @@ void run(const BeamformOptions& o) {
   c.integration = o.integrate;
   c.sum_pols = o.sum_pols;
   c.algorithm = beamform::parse_algorithm(o.algorithm);
+  c.int8_weights = o.int8_weights;
   if (c.nsamples % c.integration != 0)
     fail(ErrorCategory::invalid_argument, "--integrate {} must divide the {} samples of a block",
          c.integration, c.nsamples);
@@ -241,6 +242,10 @@ void add_beamform_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "register-tiled", "register-stream", "tensor-core",
                              "cublas-fp16", "tensor-int8", "tensor-int8-stream"}))
       ->capture_default_str();
+  cmd->add_flag("--int8-weights", o->int8_weights,
+                "Let auto pick the int8-weight beamformer (tensor-int8-stream: ci4, <= 32 "
+                "antennas, pols not summed): ~4x faster on B1, beam power within ~1 % instead of "
+                "1e-5");
   cmd->add_option("--array", o->array,
                   "auto (ssmif for LWA TBF/TBX, else best2), best2, ssmif, or a file of antenna "
                   "positions 'E N U' (m)")

@@ -228,6 +228,9 @@ void add_bench_pipeline_command(CLI::App& app) {
                 "workers sharing a single one)");
   cmd->add_flag("--pageable", o->pageable,
                 "CUDA: feed pageable voltage blocks (staged per device) instead of pinned ones");
+  cmd->add_flag("--int8-weights", o->int8_weights,
+                "Let the beamformer's automatic choice use int8 weights (as pipeline "
+                "--int8-weights)");
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
   cmd->callback([o] {
     io::check_outputs({o->json});

@@ -480,6 +480,9 @@ void add_pipeline_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "register-tiled", "register-stream", "tensor-core",
                              "cublas-fp16", "tensor-int8", "tensor-int8-stream"}))
       ->capture_default_str();
+  cmd->add_flag("--int8-weights", o->config.int8_weights,
+                "Let auto pick the int8-weight beamformer (tensor-int8-stream: ci4, <= 32 "
+                "antennas): ~4x faster on B1, beam power within ~1 % instead of 1e-5");
   cmd->add_option("--array", o->array, "best2, or a file of antenna positions 'E N U' (m)")
       ->capture_default_str();
   cmd->add_option("--site", o->site, "Observatory 'LON_DEG,LAT_DEG,HEIGHT_M' (default Medicina)");

@@ -110,6 +110,11 @@ struct BeamformConfig {
   bool sum_pols = false;  ///< power only: sum |v|^2 over the polarisations
   int integration = 1;    ///< power only: samples summed into one output sample; divides nsamples
   Algorithm algorithm = Algorithm::automatic;
+  /// automatic may pick the int8-weight kernel tensor_int8_stream where its limits allow (ci4,
+  /// <= 32 antennas, pols not summed when npol = 2, integration dividing 32): 3.9x register_stream
+  /// on B1 (H200, 2026-12-03), but its weights are int8, so beam power is within ~1 % of the exact
+  /// (0.40 % on B1), not fp32's 1e-5 (docs/PERFORMANCE.md, "int8 weights"). Off by default.
+  bool int8_weights = false;
   CudaTuning tuning;
   int threads = 0;  ///< CPU threads (0: OpenMP's default)
 
@@ -150,8 +155,8 @@ class BeamformPlan {
   Backend backend() const { return backend_; }
   /// The algorithm in use (never automatic): on CUDA cublas_fp16 when nbeams >= 128 and
   /// nantennas >= 64 (large N: the GEMM is big enough to feed the tensor cores), else
-  /// register_stream (tensor_int8 and tensor_int8_stream only when asked for); register_tiled on
-  /// the CPU.
+  /// register_stream (tensor_int8_stream instead where config().int8_weights allows it and its
+  /// limits are met; tensor_int8 only when asked for); register_tiled on the CPU.
   Algorithm algorithm() const { return algorithm_; }
   /// The CUDA tuning in use (defaults filled in; zeros on the CPU).
   CudaTuning tuning() const;

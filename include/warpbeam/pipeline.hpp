@@ -72,6 +72,7 @@ struct PipelineConfig {
   std::vector<beamform::Pointing> pointings;  ///< one beam each (RA/Dec beams track)
   int integration = 1;                        ///< voltage samples per beam sample
   beamform::Algorithm algorithm = beamform::Algorithm::automatic;
+  bool int8_weights = false;  ///< beamform::BeamformConfig::int8_weights: automatic may use int8
   beamform::CudaTuning tuning;
   /// The search of every beam: DM range, S/N threshold, boxcar_max, baseline, RFI, clustering.
   search::FileSearchConfig search;

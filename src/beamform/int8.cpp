@@ -115,6 +115,15 @@ void check_int8_stream_config(const BeamformConfig& c) {
          c.integration);
 }
 
+bool fits_int8_stream(const BeamformConfig& c) {
+  try {
+    check_int8_stream_config(c);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 void emulate_int8(const BeamformConfig& c, const Int8Weights& w, const std::uint8_t* in,
                   float* out) {
   const std::vector<std::int8_t> tab = int8_table(c);

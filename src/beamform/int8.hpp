@@ -48,6 +48,9 @@ void check_int8_config(const BeamformConfig& c);
 /// pols summed into one output, an integration not dividing its 32-sample chunk (1, 2, 4, .. 32).
 void check_int8_stream_config(const BeamformConfig& c);
 
+/// True when check_int8_stream_config(c) accepts c (the automatic choice's test).
+bool fits_int8_stream(const BeamformConfig& c);
+
 /// The kernel's arithmetic on the host: in [chan][time][row_bytes()] bytes, out float32
 /// c.output_shape() (power). Exactly the tensor-int8 kernel's output for the same q.
 void emulate_int8(const BeamformConfig& c, const Int8Weights& w, const std::uint8_t* in,

@@ -191,9 +191,11 @@ Algorithm pick_algorithm(const BeamformConfig& c, Backend b) {
          "output, integration {}); cublas-fp16 forms every output",
          c.output == OutputKind::power ? "power" : "voltage", c.integration);
   if (c.algorithm != Algorithm::automatic) return c.algorithm;
-  // tensor_int8 and tensor_int8_stream are not candidates until the H200 has measured them
-  // against these two (issue 17; bench/gpu-benchmarks.txt runs them on B1): a choice must come
-  // from a measurement. Large N: enough beams and antennas for the GEMM tiles to be mostly full.
+  // int8 weights change beam power by up to ~1 %, so only when the caller allows them. Measured on
+  // the H200 (docs/results/s16-a, B1): tensor_int8_stream 0.562 ms, register_stream 2.209 ms,
+  // tensor_int8 1.985 ms; tensor_int8 is not a candidate (not measured on B2-like shapes yet).
+  if (c.int8_weights && detail::fits_int8_stream(c)) return Algorithm::tensor_int8_stream;
+  // Large N: enough beams and antennas for the GEMM tiles to be mostly full.
   // Round 1 measured the fp32 kernels at 13.5 TFLOP/s on B1 and 8.3 on B2, the hand-written MMA
   // kernel at 40 on B2; cuBLAS fp16 runs at 850 (docs/PERFORMANCE.md): cublas-fp16 for large N,
   // register-stream (predicted 2-3x register-tiled on B1) otherwise.

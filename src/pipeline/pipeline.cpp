@@ -65,10 +65,15 @@ nlohmann::json PipelineConfig::to_json() const {
   for (const auto& p : pointings)
     beams.push_back(
         {{"name", p.name}, {"frame", beamform::to_string(p.frame)}, {"a", p.a}, {"b", p.b}});
-  return {{"integration", integration},     {"algorithm", beamform::to_string(algorithm)},
-          {"nantennas", array.nantennas()}, {"devices", devices},
-          {"split", to_string(split)},      {"beams", beams},
-          {"search", search.to_json()},     {"run", run.to_json()}};
+  return {{"integration", integration},
+          {"algorithm", beamform::to_string(algorithm)},
+          {"int8_weights", int8_weights},
+          {"nantennas", array.nantennas()},
+          {"devices", devices},
+          {"split", to_string(split)},
+          {"beams", beams},
+          {"search", search.to_json()},
+          {"run", run.to_json()}};
 }
 
 nlohmann::json PipelineResult::to_json() const {
@@ -187,6 +192,7 @@ class PipelineExecutor {
     c.sum_pols = true;
     c.integration = cfg_.integration;
     c.algorithm = cfg_.algorithm;
+    c.int8_weights = cfg_.int8_weights;
     c.tuning = cfg_.tuning;
     c.threads = cfg_.run.threads;
     c.validate();
