@@ -448,6 +448,30 @@ TEST(BeamformGpu, TensorInt8EqualsItsEmulationExactly) {
 // rounding only (<= 1e-5 of the maximum, as the fp32 kernels); with the unquantised weights by the
 // int8 weights' error, within the bound BeamformInt8.PowerErrorOfInt8WeightsIsBounded establishes
 // on the CPU (1e-2 of the maximum).
+namespace {
+void expect_int8_within_bounds_of_cpu(const BeamformConfig& c, const std::vector<std::uint8_t>& in,
+                                      const std::vector<std::complex<float>>& w) {
+  std::vector<std::complex<float>> ew;
+  const auto got = run_int8(c, in, w, 0, &ew);
+  BeamformConfig cc = c;
+  cc.algorithm = Algorithm::automatic;
+  const std::vector<std::complex<float>>* both[] = {&ew, &w};
+  for (const auto* weights : both) {
+    BeamformPlan cpu(cc, Backend::cpu);
+    cpu.set_weights(weights_view(c, *weights));
+    std::vector<float> ref(got.size());
+    cpu.execute(input_view(c, in), output_view(c, ref));
+    const double tol = weights == &ew ? 1e-5 : 1e-2;
+    const auto r = compare(got, ref, c, tol);
+    EXPECT_LE(r.max_err, tol * r.max_ref)
+        << describe(c) << (weights == &ew ? " (effective weights)" : " (fp32 weights)") << "\n  "
+        << r.first;
+    EXPECT_GT(r.max_ref, 0);
+  }
+}
+}  // namespace
+
+// tensor-int8 against the fp32 CPU path within those bounds.
 TEST(BeamformGpu, TensorInt8MatchesCpuWithinItsBounds) {
   WB_REQUIRE_GPU();
   std::uint32_t seed = 2500;
@@ -455,27 +479,10 @@ TEST(BeamformGpu, TensorInt8MatchesCpuWithinItsBounds) {
     const auto in = random_input(c, seed);
     const auto w = random_weights(c, seed + 1, 3);
     ++seed;
-    std::vector<std::complex<float>> ew;
-    const auto got = run_int8(c, in, w, 0, &ew);
-    BeamformConfig cc = c;
-    cc.algorithm = Algorithm::automatic;
-    const std::vector<std::complex<float>>* both[] = {&ew, &w};
-    for (const auto* weights : both) {
-      BeamformPlan cpu(cc, Backend::cpu);
-      cpu.set_weights(weights_view(c, *weights));
-      std::vector<float> ref(got.size());
-      cpu.execute(input_view(c, in), output_view(c, ref));
-      const double tol = weights == &ew ? 1e-5 : 1e-2;
-      const auto r = compare(got, ref, c, tol);
-      EXPECT_LE(r.max_err, tol * r.max_ref)
-          << describe(c) << (weights == &ew ? " (effective weights)" : " (fp32 weights)") << "\n  "
-          << r.first;
-      EXPECT_GT(r.max_ref, 0);
-    }
+    expect_int8_within_bounds_of_cpu(c, in, w);
   }
 }
 
-// Not a candidate of automatic until it is measured (plan.cpp), on the B1 and B2 shapes.
 // int8 weights only when the caller allows them, and then tensor-int8-stream where it fits (B1's
 // shape); tensor-int8 never by itself (not measured on the shapes it would be picked for).
 TEST(BeamformGpu, AutomaticPicksInt8WeightsOnlyWhenAllowed) {
@@ -593,29 +600,12 @@ TEST(BeamformGpu, TensorInt8StreamMatchesCpuWithinItsBounds) {
     const auto in = random_input(c, seed);
     const auto w = random_weights(c, seed + 1, 3);
     seed += 2;
-    std::vector<std::complex<float>> ew;
-    const auto got = run_int8(c, in, w, 0, &ew);
-    BeamformConfig cc = c;
-    cc.algorithm = Algorithm::automatic;
-    const std::vector<std::complex<float>>* both[] = {&ew, &w};
-    for (const auto* weights : both) {
-      BeamformPlan cpu(cc, Backend::cpu);
-      cpu.set_weights(weights_view(c, *weights));
-      std::vector<float> ref(got.size());
-      cpu.execute(input_view(c, in), output_view(c, ref));
-      const double tol = weights == &ew ? 1e-5 : 1e-2;
-      const auto r = compare(got, ref, c, tol);
-      EXPECT_LE(r.max_err, tol * r.max_ref)
-          << describe(c) << (weights == &ew ? " (effective weights)" : " (fp32 weights)") << "\n  "
-          << r.first;
-      EXPECT_GT(r.max_ref, 0);
-    }
+    expect_int8_within_bounds_of_cpu(c, in, w);
   }
 }
 
-// Not chosen by automatic (never measured), and what it cannot do is refused on the GPU too,
-// before any kernel runs.
-// Not picked unless int8 weights are allowed (AutomaticPicksInt8WeightsOnlyWhenAllowed).
+// Not picked unless int8 weights are allowed (AutomaticPicksInt8WeightsOnlyWhenAllowed), and what
+// it cannot do is refused on the GPU too, before any kernel runs.
 TEST(BeamformGpu, TensorInt8StreamIsNotPickedByDefaultAndRefusesWhatItCannotDo) {
   WB_REQUIRE_GPU();
   EXPECT_NE(
