@@ -294,6 +294,86 @@ TEST(DedispSubband, BadSettingsAreInvalidArgumentsNamingTheField) {
     EXPECT_NEAR(std::fmod(dm + 1e-4, 0.5), 0, 1e-3);
 }
 
+// 8-bit codes are summed in 16-bit integers (stage 1) and widened integers (stage 2), float32
+// input in float32: both sums are exact (integers below 2^24), so the outputs agree bit for bit.
+// The same codes fed as float32 force the float path; the integer path is checked to run where
+// the bound allows it (every sub-band's sum of codes within uint16) and not where it does not.
+TEST(DedispSubband, IntegerSumsOfCodesEqualTheFloatSumsBitForBit) {
+  struct Case {
+    const char* name;
+    DedispersionConfig c;
+    bool codes;  // whether the 8-bit plan takes the integer path
+  };
+  std::vector<Case> cases;
+  for (int nsub : {0, 1, 5, 12}) {
+    auto c = lband(Algorithm::subband);
+    c.subband.subbands = nsub;
+    c.threads = nsub % 2 + 1;
+    c.cpu_tuning.samples_per_tile = nsub == 5 ? 100 : 0;  // several partial blocks
+    cases.push_back({"lband", c, true});
+  }
+  {
+    auto c = d1(Algorithm::subband, 3000);  // D1's cut (64 sub-bands), a gulp not of 64s
+    c.dms.resize(200);
+    const auto d = delay_table(c);
+    c.nsamples_in = *std::max_element(d.begin(), d.end()) + 3001;
+    c.threads = 2;
+    cases.push_back({"D1", c, true});
+  }
+  {
+    // Sub-bands of 300 channels: 300 x 255 does not fit in uint16, so the float path runs.
+    DedispersionConfig c;
+    c.nchans = 600;
+    c.fch1_mhz = 1500;
+    c.foff_mhz = -0.5;
+    c.tsamp_s = 128e-6;
+    c.dms = dm_list_linear(0, 60, 3);
+    c.algorithm = Algorithm::subband;
+    c.subband.subbands = 2;
+    const auto d = delay_table(c);
+    c.nsamples_in = *std::max_element(d.begin(), d.end()) + 777;
+    cases.push_back({"wide sub-bands", c, false});
+  }
+  std::uint32_t seed = 40;
+  for (const auto& k : cases) {
+    SCOPED_TRACE(std::string(k.name) + ", " + std::to_string(k.c.subband.subbands) + " sub-bands");
+    const DedispersionPlan codes(k.c, Backend::cpu);
+    auto cf = k.c;
+    cf.nbits = 32;
+    const DedispersionPlan floats(cf, Backend::cpu);
+    const bool int_path = codes.kernel_description().find("16-bit integers") != std::string::npos;
+    EXPECT_EQ(int_path, k.codes) << codes.kernel_description();
+    EXPECT_EQ(floats.kernel_description().find("16-bit integers"), std::string::npos);
+    ASSERT_EQ(codes.trials().delays, floats.trials().delays);  // the same sums to make
+    // Random codes, the full range included.
+    auto in8 = random_codes(static_cast<std::size_t>(k.c.nsamples_in) * k.c.nchans, seed++);
+    for (std::size_t i = 0; i < in8.size(); i += 97)
+      in8[i] = 255;
+    std::vector<std::uint8_t> in32(in8.size() * 4);
+    for (std::size_t i = 0; i < in8.size(); ++i) {
+      const auto f = static_cast<float>(in8[i]);
+      std::memcpy(in32.data() + 4 * i, &f, 4);
+    }
+    const auto got = run(codes, in8);  // run() poisons the output with NaN first
+    const auto want = run(floats, in32);
+    ASSERT_EQ(got.size(), want.size());
+    std::size_t differ = 0, first = got.size();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      std::uint32_t a, b;
+      std::memcpy(&a, &got[i], 4);
+      std::memcpy(&b, &want[i], 4);
+      if (a != b) {
+        if (differ++ == 0) first = i;
+      }
+    }
+    EXPECT_EQ(differ, 0u) << "first at trial " << first / codes.nsamples_out() << " sample "
+                          << first % codes.nsamples_out() << ": " << got[first] << " vs "
+                          << want[first];
+    // And the sums are the sums along the reported delays (exact), not merely equal.
+    if (k.c.nchans < 200) expect_sum_along(codes, in8, got, codes.trials().delays);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // FDMT
 
@@ -586,7 +666,9 @@ TEST(DedispMethods, WorkspaceEstimateIsWhatTheCpuPlanHolds) {
         // At least the corner-turned gulp of the kept channels.
         const std::int64_t kept_channels =
             mask ? std::count(c.killmask.begin(), c.killmask.end(), 1) : c.nchans;
-        EXPECT_GE(w.host_bytes, kept_channels * c.nsamples_in * 4);
+        // (Sub-band keeps 8-bit codes as bytes.)
+        const int bytes = a == Algorithm::subband && nbits == 8 ? 1 : 4;
+        EXPECT_GE(w.host_bytes, kept_channels * c.nsamples_in * bytes);
         const PlanPreview p = DedispersionPlan::preview(c, Backend::cpu);
         EXPECT_EQ(p.workspace.host_bytes, w.host_bytes);
         EXPECT_EQ(p.trials.delays, plan.trials().delays);

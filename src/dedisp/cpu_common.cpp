@@ -11,7 +11,8 @@
 namespace warpbeam::dedisp::detail {
 namespace {
 constexpr std::int64_t kUnpackRows = 16;  // time rows unpacked (then transposed) at a time
-}
+constexpr std::int64_t kCodeRows = 64;    // 8-bit codes: one cache line of each channel's row
+}  // namespace
 
 int cpu_thread_count(const DedispersionConfig& c) {
   return c.threads > 0 ? c.threads : omp_get_max_threads();
@@ -60,6 +61,26 @@ void unpack_channel_major(const DedispersionConfig& c, const std::uint8_t* in,
         for (std::int64_t j = 0; j < nt; ++j)
           dst[j] = src[j * c.nchans];
       }
+    }
+  }
+}
+
+void unpack_channel_major_codes(const DedispersionConfig& c, const std::uint8_t* in,
+                                const std::vector<int>& channels, std::uint8_t* scratch,
+                                std::int64_t stride) {
+  const auto row = static_cast<std::int64_t>(c.nchans);  // one byte per sample
+  const std::int64_t nblocks = (c.nsamples_in + kCodeRows - 1) / kCodeRows;
+  const auto nact = static_cast<std::int64_t>(channels.size());
+#pragma omp parallel for schedule(static) num_threads(cpu_thread_count(c))
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    const std::int64_t t0 = b * kCodeRows;
+    const std::int64_t nt = std::min(kCodeRows, c.nsamples_in - t0);
+    const std::uint8_t* blk = in + t0 * row;
+    for (std::int64_t i = 0; i < nact; ++i) {
+      const int ch = channels[static_cast<std::size_t>(i)];
+      std::uint8_t* dst = scratch + i * stride + t0;
+      for (std::int64_t j = 0; j < nt; ++j)
+        dst[j] = blk[j * row + ch];
     }
   }
 }
