@@ -374,6 +374,86 @@ TEST(DedispSubband, IntegerSumsOfCodesEqualTheFloatSumsBitForBit) {
   }
 }
 
+// A sub-band plan runs gulps shorter than it was made for (the file search's first and last
+// gulps), bit for bit as a plan made for the shorter gulp; brute force and FDMT refuse them.
+TEST(DedispSubband, APlanRunsShorterGulpsBitForBit) {
+  for (int nbits : {8, 32}) {
+    for (int nsub : {0, 5}) {
+      auto c = lband(Algorithm::subband, nbits);
+      c.subband.subbands = nsub;
+      c.threads = 2;
+      c.cpu_tuning.samples_per_tile = nsub == 5 ? 300 : 0;  // several macro blocks
+      SCOPED_TRACE("nbits " + std::to_string(nbits) + ", subbands " + std::to_string(nsub));
+      const DedispersionPlan plan(c, Backend::cpu);
+      ASSERT_TRUE(plan.accepts_shorter_input());
+      EXPECT_TRUE(DedispersionPlan::accepts_shorter_input(c, Backend::cpu));
+      const std::int64_t D = plan.max_delay();
+      const auto in = random_input(c, 70 + nbits + nsub);
+      const auto full = run(plan, in);
+      for (std::int64_t rows : {c.nsamples_in - 1, D + 1000, D + 301, D + 64, D + 1}) {
+        SCOPED_TRACE("rows " + std::to_string(rows));
+        auto cs = c;
+        cs.nsamples_in = rows;
+        const DedispersionPlan shorter(cs, Backend::cpu);
+        ASSERT_EQ(shorter.trials().delays, plan.trials().delays);
+        const std::int64_t nt = rows - D;
+        std::vector<std::uint8_t> head(
+            in.begin(), in.begin() + static_cast<std::ptrdiff_t>(rows * plan.row_bytes()));
+        const auto want = run(shorter, head);
+        // The same rows through the longer plan, its output poisoned first.
+        std::vector<float> got(static_cast<std::size_t>(plan.ndms() * nt), NAN);
+        plan.execute(View<const std::uint8_t, 2>(head.data(), {rows, plan.row_bytes()}),
+                     View<float, 2>(got.data(), {plan.ndms(), nt}));
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+        // And the first samples are the full gulp's (the same sums of the same rows).
+        for (std::int64_t i = 0; i < plan.ndms(); i += 5)
+          ASSERT_EQ(std::memcmp(got.data() + i * nt, full.data() + i * plan.nsamples_out(),
+                                static_cast<std::size_t>(nt) * sizeof(float)),
+                    0)
+              << "trial " << i;
+        // Quantised output takes the shorter gulp too.
+        std::vector<std::uint16_t> q(static_cast<std::size_t>(plan.ndms() * nt), 0xFFFF);
+        const OutputScaling scaling{0.5f, 1.0f};
+        plan.execute(View<const std::uint8_t, 2>(head.data(), {rows, plan.row_bytes()}),
+                     View<std::uint16_t, 2>(q.data(), {plan.ndms(), nt}), scaling);
+        for (std::size_t k = 0; k < q.size(); k += 37)
+          ASSERT_EQ(q[k], quantise_output(want[k], scaling, 16)) << k;
+      }
+      // Not more rows than planned, nor so few that no output sample is left; the output's
+      // length must follow the input's.
+      std::vector<std::uint8_t> more(in);
+      more.resize(in.size() + static_cast<std::size_t>(plan.row_bytes()));
+      std::vector<float> out(static_cast<std::size_t>(plan.ndms() * (plan.nsamples_out() + 1)));
+      EXPECT_THROW(plan.execute(View<const std::uint8_t, 2>(more.data(),
+                                                            {c.nsamples_in + 1, plan.row_bytes()}),
+                                View<float, 2>(out.data(), {plan.ndms(), plan.nsamples_out() + 1})),
+                   Error);
+      EXPECT_THROW(plan.execute(View<const std::uint8_t, 2>(in.data(), {D, plan.row_bytes()}),
+                                View<float, 2>(out.data(), {plan.ndms(), 0})),
+                   Error);
+      EXPECT_THROW(plan.execute(View<const std::uint8_t, 2>(in.data(), {D + 10, plan.row_bytes()}),
+                                View<float, 2>(out.data(), {plan.ndms(), 11})),
+                   Error);
+    }
+  }
+  // Brute force and FDMT plans are made for their length: a shorter gulp is refused.
+  for (Algorithm a : {Algorithm::automatic, Algorithm::tiled, Algorithm::fdmt}) {
+    const auto c = lband(a);
+    SCOPED_TRACE(to_string(a));
+    const DedispersionPlan plan(c, Backend::cpu);
+    EXPECT_FALSE(plan.accepts_shorter_input());
+    EXPECT_FALSE(DedispersionPlan::accepts_shorter_input(c, Backend::cuda));
+    const auto in = random_input(c, 3);
+    const std::int64_t rows = c.nsamples_in - 100;
+    std::vector<float> out(static_cast<std::size_t>(plan.ndms() * (rows - plan.max_delay())));
+    EXPECT_THROW(plan.execute(View<const std::uint8_t, 2>(in.data(), {rows, plan.row_bytes()}),
+                              View<float, 2>(out.data(), {plan.ndms(), rows - plan.max_delay()})),
+                 Error);
+  }
+  auto c = lband(Algorithm::subband);
+  EXPECT_TRUE(DedispersionPlan::accepts_shorter_input(c, Backend::cuda));
+}
+
 // ---------------------------------------------------------------------------------------------
 // FDMT
 

@@ -19,9 +19,11 @@ int cpu_thread_count(const DedispersionConfig& c) {
 }
 
 void unpack_channel_major(const DedispersionConfig& c, const std::uint8_t* in,
-                          const std::vector<int>& channels, float* scratch, std::int64_t stride) {
+                          const std::vector<int>& channels, float* scratch, std::int64_t stride,
+                          std::int64_t nsamples) {
   const std::int64_t row = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
-  const std::int64_t nblocks = (c.nsamples_in + kUnpackRows - 1) / kUnpackRows;
+  const std::int64_t n = nsamples < 0 ? c.nsamples_in : nsamples;
+  const std::int64_t nblocks = (n + kUnpackRows - 1) / kUnpackRows;
   const auto nact = static_cast<std::int64_t>(channels.size());
   if ((c.nbits == 8 && !c.is_signed) || c.nbits == 32) {
     // Whole-byte samples: read each channel's column straight from the packed rows (the 64
@@ -29,7 +31,7 @@ void unpack_channel_major(const DedispersionConfig& c, const std::uint8_t* in,
 #pragma omp parallel for schedule(static) num_threads(cpu_thread_count(c))
     for (std::int64_t b = 0; b < nblocks; ++b) {
       const std::int64_t t0 = b * kUnpackRows;
-      const std::int64_t nt = std::min(kUnpackRows, c.nsamples_in - t0);
+      const std::int64_t nt = std::min(kUnpackRows, n - t0);
       const std::uint8_t* blk = in + t0 * row;
       for (std::int64_t i = 0; i < nact; ++i) {
         const int ch = channels[static_cast<std::size_t>(i)];
@@ -51,7 +53,7 @@ void unpack_channel_major(const DedispersionConfig& c, const std::uint8_t* in,
 #pragma omp for schedule(static)
     for (std::int64_t b = 0; b < nblocks; ++b) {
       const std::int64_t t0 = b * kUnpackRows;
-      const std::int64_t nt = std::min(kUnpackRows, c.nsamples_in - t0);
+      const std::int64_t nt = std::min(kUnpackRows, n - t0);
       for (std::int64_t j = 0; j < nt; ++j)
         unpack_samples(in + (t0 + j) * row, c.nbits, static_cast<std::size_t>(c.nchans),
                        rows.data() + j * c.nchans, c.is_signed);
@@ -67,14 +69,15 @@ void unpack_channel_major(const DedispersionConfig& c, const std::uint8_t* in,
 
 void unpack_channel_major_codes(const DedispersionConfig& c, const std::uint8_t* in,
                                 const std::vector<int>& channels, std::uint8_t* scratch,
-                                std::int64_t stride) {
+                                std::int64_t stride, std::int64_t nsamples) {
   const auto row = static_cast<std::int64_t>(c.nchans);  // one byte per sample
-  const std::int64_t nblocks = (c.nsamples_in + kCodeRows - 1) / kCodeRows;
+  const std::int64_t n = nsamples < 0 ? c.nsamples_in : nsamples;
+  const std::int64_t nblocks = (n + kCodeRows - 1) / kCodeRows;
   const auto nact = static_cast<std::int64_t>(channels.size());
 #pragma omp parallel for schedule(static) num_threads(cpu_thread_count(c))
   for (std::int64_t b = 0; b < nblocks; ++b) {
     const std::int64_t t0 = b * kCodeRows;
-    const std::int64_t nt = std::min(kCodeRows, c.nsamples_in - t0);
+    const std::int64_t nt = std::min(kCodeRows, n - t0);
     const std::uint8_t* blk = in + t0 * row;
     for (std::int64_t i = 0; i < nact; ++i) {
       const int ch = channels[static_cast<std::size_t>(i)];

@@ -61,16 +61,19 @@ inline std::int64_t padded_row(std::int64_t n) {
   return (n + 15) / 16 * 16;
 }
 
-/// Unpacks the gulp `in` (packed [nsamples_in][row bytes]) into scratch[i][t] = sample t of
-/// channel channels[i], t < nsamples_in, rows `stride` floats apart (OpenMP over time blocks).
+/// Unpacks the gulp `in` (packed [nsamples][row bytes]) into scratch[i][t] = sample t of
+/// channel channels[i], t < nsamples, rows `stride` floats apart (OpenMP over time blocks).
+/// nsamples < 0: config.nsamples_in.
 void unpack_channel_major(const DedispersionConfig& config, const std::uint8_t* in,
-                          const std::vector<int>& channels, float* scratch, std::int64_t stride);
+                          const std::vector<int>& channels, float* scratch, std::int64_t stride,
+                          std::int64_t nsamples = -1);
 
 /// Unpacks the gulp of 8-bit unsigned codes `in` into scratch[i][t] = sample t of channel
-/// channels[i] (uint8, rows `stride` bytes apart), t < nsamples_in (OpenMP over time blocks).
+/// channels[i] (uint8, rows `stride` bytes apart), t < nsamples (OpenMP over time blocks;
+/// nsamples < 0: config.nsamples_in).
 void unpack_channel_major_codes(const DedispersionConfig& config, const std::uint8_t* in,
                                 const std::vector<int>& channels, std::uint8_t* scratch,
-                                std::int64_t stride);
+                                std::int64_t stride, std::int64_t nsamples = -1);
 
 /// acc[t] += s0[t] + ... over `nsrc` (1..4) source rows, t < n: ((a + b) + (c + d)) per pass,
 /// vectorised (AVX2 with -march=x86-64-v3).

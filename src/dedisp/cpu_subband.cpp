@@ -103,11 +103,14 @@ class CpuSubbandExecutor final : public Executor {
   }
 
   void execute(const PlanData& p, const std::uint8_t* in, float* out, const Stream*) override {
-    if (codes_)
-      unpack_channel_major_codes(p.config, in, rows_, scratch8_.get(), stride_);
-    else
-      unpack_channel_major(p.config, in, rows_, scratch_.data(), stride_);
+    // The rows of this execute(): the planned nsamples_in, or fewer (accepts_shorter_input():
+    // the buffers are the planned gulp's, every sample is summed as in a plan of this length).
     const std::int64_t nt = p.nsamples_out;
+    const std::int64_t nin = nt + p.max_delay;
+    if (codes_)
+      unpack_channel_major_codes(p.config, in, rows_, scratch8_.get(), stride_, nin);
+    else
+      unpack_channel_major(p.config, in, rows_, scratch_.data(), stride_, nin);
     const int nsub = t_.nsub();
     // Stage-1 tasks of one macro block: (sub-band, tau tile) over each sub-band's tau range.
     std::vector<std::pair<int, std::int64_t>> tasks1;
