@@ -244,9 +244,10 @@ void bench_search(const SearchBenchOptions& o) {
       r.seconds_cluster,
       r.backend == "cuda" ? " (copy to search: GPU time on two overlapping streams)" : "");
   fmt::print(
-      "host (s): plan {:.3f}, setup {:.3f}, plans during the gulps {:.3f}, waiting for the GPU "
-      "{:.3f}; the last run {:.3f} end to end\n",
-      r.seconds_plan, r.seconds_setup, r.seconds_gulp_plans, r.seconds_gpu_wait, r.seconds_total);
+      "host (s): plan {:.3f}, setup {:.3f}, plans during the gulps {:.3f} ({} dedispersion "
+      "plan{}), waiting for the GPU {:.3f}; the last run {:.3f} end to end\n",
+      r.seconds_plan, r.seconds_setup, r.seconds_gulp_plans, r.dedisp_plans,
+      r.dedisp_plans == 1 ? "" : "s", r.seconds_gpu_wait, r.seconds_total);
   if (!r.dedisp_choice.empty()) fmt::print("dedispersion: {}\n", r.dedisp_choice);
   cli::print_candidates(r.candidates, sc.tsamp_s, 5);
 

@@ -294,6 +294,166 @@ TEST(DedispSubband, BadSettingsAreInvalidArgumentsNamingTheField) {
     EXPECT_NEAR(std::fmod(dm + 1e-4, 0.5), 0, 1e-3);
 }
 
+// 8-bit codes are summed in 16-bit integers (stage 1) and widened integers (stage 2), float32
+// input in float32: both sums are exact (integers below 2^24), so the outputs agree bit for bit.
+// The same codes fed as float32 force the float path; the integer path is checked to run where
+// the bound allows it (every sub-band's sum of codes within uint16) and not where it does not.
+TEST(DedispSubband, IntegerSumsOfCodesEqualTheFloatSumsBitForBit) {
+  struct Case {
+    const char* name;
+    DedispersionConfig c;
+    bool codes;  // whether the 8-bit plan takes the integer path
+  };
+  std::vector<Case> cases;
+  for (int nsub : {0, 1, 5, 12}) {
+    auto c = lband(Algorithm::subband);
+    c.subband.subbands = nsub;
+    c.threads = nsub % 2 + 1;
+    c.cpu_tuning.samples_per_tile = nsub == 5 ? 100 : 0;  // several partial blocks
+    cases.push_back({"lband", c, true});
+  }
+  {
+    auto c = d1(Algorithm::subband, 3000);  // D1's cut (64 sub-bands), a gulp not of 64s
+    c.dms.resize(200);
+    const auto d = delay_table(c);
+    c.nsamples_in = *std::max_element(d.begin(), d.end()) + 3001;
+    c.threads = 2;
+    cases.push_back({"D1", c, true});
+  }
+  {
+    // Sub-bands of 300 channels: 300 x 255 does not fit in uint16, so the float path runs.
+    DedispersionConfig c;
+    c.nchans = 600;
+    c.fch1_mhz = 1500;
+    c.foff_mhz = -0.5;
+    c.tsamp_s = 128e-6;
+    c.dms = dm_list_linear(0, 60, 3);
+    c.algorithm = Algorithm::subband;
+    c.subband.subbands = 2;
+    const auto d = delay_table(c);
+    c.nsamples_in = *std::max_element(d.begin(), d.end()) + 777;
+    cases.push_back({"wide sub-bands", c, false});
+  }
+  std::uint32_t seed = 40;
+  for (const auto& k : cases) {
+    SCOPED_TRACE(std::string(k.name) + ", " + std::to_string(k.c.subband.subbands) + " sub-bands");
+    const DedispersionPlan codes(k.c, Backend::cpu);
+    auto cf = k.c;
+    cf.nbits = 32;
+    const DedispersionPlan floats(cf, Backend::cpu);
+    const bool int_path = codes.kernel_description().find("16-bit integers") != std::string::npos;
+    EXPECT_EQ(int_path, k.codes) << codes.kernel_description();
+    EXPECT_EQ(floats.kernel_description().find("16-bit integers"), std::string::npos);
+    ASSERT_EQ(codes.trials().delays, floats.trials().delays);  // the same sums to make
+    // Random codes, the full range included.
+    auto in8 = random_codes(static_cast<std::size_t>(k.c.nsamples_in) * k.c.nchans, seed++);
+    for (std::size_t i = 0; i < in8.size(); i += 97)
+      in8[i] = 255;
+    std::vector<std::uint8_t> in32(in8.size() * 4);
+    for (std::size_t i = 0; i < in8.size(); ++i) {
+      const auto f = static_cast<float>(in8[i]);
+      std::memcpy(in32.data() + 4 * i, &f, 4);
+    }
+    const auto got = run(codes, in8);  // run() poisons the output with NaN first
+    const auto want = run(floats, in32);
+    ASSERT_EQ(got.size(), want.size());
+    std::size_t differ = 0, first = got.size();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      std::uint32_t a, b;
+      std::memcpy(&a, &got[i], 4);
+      std::memcpy(&b, &want[i], 4);
+      if (a != b) {
+        if (differ++ == 0) first = i;
+      }
+    }
+    EXPECT_EQ(differ, 0u) << "first at trial " << first / codes.nsamples_out() << " sample "
+                          << first % codes.nsamples_out() << ": " << got[first] << " vs "
+                          << want[first];
+    // And the sums are the sums along the reported delays (exact), not merely equal.
+    if (k.c.nchans < 200) expect_sum_along(codes, in8, got, codes.trials().delays);
+  }
+}
+
+// A sub-band plan runs gulps shorter than it was made for (the file search's first and last
+// gulps), bit for bit as a plan made for the shorter gulp; brute force and FDMT refuse them.
+TEST(DedispSubband, APlanRunsShorterGulpsBitForBit) {
+  for (int nbits : {8, 32}) {
+    for (int nsub : {0, 5}) {
+      auto c = lband(Algorithm::subband, nbits);
+      c.subband.subbands = nsub;
+      c.threads = 2;
+      c.cpu_tuning.samples_per_tile = nsub == 5 ? 300 : 0;  // several macro blocks
+      SCOPED_TRACE("nbits " + std::to_string(nbits) + ", subbands " + std::to_string(nsub));
+      const DedispersionPlan plan(c, Backend::cpu);
+      ASSERT_TRUE(plan.accepts_shorter_input());
+      EXPECT_TRUE(DedispersionPlan::accepts_shorter_input(c, Backend::cpu));
+      const std::int64_t D = plan.max_delay();
+      const auto in = random_input(c, 70 + nbits + nsub);
+      const auto full = run(plan, in);
+      for (std::int64_t rows : {c.nsamples_in - 1, D + 1000, D + 301, D + 64, D + 1}) {
+        SCOPED_TRACE("rows " + std::to_string(rows));
+        auto cs = c;
+        cs.nsamples_in = rows;
+        const DedispersionPlan shorter(cs, Backend::cpu);
+        ASSERT_EQ(shorter.trials().delays, plan.trials().delays);
+        const std::int64_t nt = rows - D;
+        std::vector<std::uint8_t> head(
+            in.begin(), in.begin() + static_cast<std::ptrdiff_t>(rows * plan.row_bytes()));
+        const auto want = run(shorter, head);
+        // The same rows through the longer plan, its output poisoned first.
+        std::vector<float> got(static_cast<std::size_t>(plan.ndms() * nt), NAN);
+        plan.execute(View<const std::uint8_t, 2>(head.data(), {rows, plan.row_bytes()}),
+                     View<float, 2>(got.data(), {plan.ndms(), nt}));
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+        // And the first samples are the full gulp's (the same sums of the same rows).
+        for (std::int64_t i = 0; i < plan.ndms(); i += 5)
+          ASSERT_EQ(std::memcmp(got.data() + i * nt, full.data() + i * plan.nsamples_out(),
+                                static_cast<std::size_t>(nt) * sizeof(float)),
+                    0)
+              << "trial " << i;
+        // Quantised output takes the shorter gulp too.
+        std::vector<std::uint16_t> q(static_cast<std::size_t>(plan.ndms() * nt), 0xFFFF);
+        const OutputScaling scaling{0.5f, 1.0f};
+        plan.execute(View<const std::uint8_t, 2>(head.data(), {rows, plan.row_bytes()}),
+                     View<std::uint16_t, 2>(q.data(), {plan.ndms(), nt}), scaling);
+        for (std::size_t k = 0; k < q.size(); k += 37)
+          ASSERT_EQ(q[k], quantise_output(want[k], scaling, 16)) << k;
+      }
+      // Not more rows than planned, nor so few that no output sample is left; the output's
+      // length must follow the input's.
+      std::vector<std::uint8_t> more(in);
+      more.resize(in.size() + static_cast<std::size_t>(plan.row_bytes()));
+      std::vector<float> out(static_cast<std::size_t>(plan.ndms() * (plan.nsamples_out() + 1)));
+      EXPECT_THROW(plan.execute(View<const std::uint8_t, 2>(more.data(),
+                                                            {c.nsamples_in + 1, plan.row_bytes()}),
+                                View<float, 2>(out.data(), {plan.ndms(), plan.nsamples_out() + 1})),
+                   Error);
+      EXPECT_THROW(plan.execute(View<const std::uint8_t, 2>(in.data(), {D, plan.row_bytes()}),
+                                View<float, 2>(out.data(), {plan.ndms(), 0})),
+                   Error);
+      EXPECT_THROW(plan.execute(View<const std::uint8_t, 2>(in.data(), {D + 10, plan.row_bytes()}),
+                                View<float, 2>(out.data(), {plan.ndms(), 11})),
+                   Error);
+    }
+  }
+  // Brute force and FDMT plans are made for their length: a shorter gulp is refused.
+  for (Algorithm a : {Algorithm::automatic, Algorithm::tiled, Algorithm::fdmt}) {
+    const auto c = lband(a);
+    SCOPED_TRACE(to_string(a));
+    const DedispersionPlan plan(c, Backend::cpu);
+    EXPECT_FALSE(plan.accepts_shorter_input());
+    EXPECT_FALSE(DedispersionPlan::accepts_shorter_input(c, Backend::cuda));
+    const auto in = random_input(c, 3);
+    const std::int64_t rows = c.nsamples_in - 100;
+    std::vector<float> out(static_cast<std::size_t>(plan.ndms() * (rows - plan.max_delay())));
+    EXPECT_THROW(plan.execute(View<const std::uint8_t, 2>(in.data(), {rows, plan.row_bytes()}),
+                              View<float, 2>(out.data(), {plan.ndms(), rows - plan.max_delay()})),
+                 Error);
+  }
+  auto c = lband(Algorithm::subband);
+  EXPECT_TRUE(DedispersionPlan::accepts_shorter_input(c, Backend::cuda));
+}
+
 // ---------------------------------------------------------------------------------------------
 // FDMT
 
@@ -586,7 +746,9 @@ TEST(DedispMethods, WorkspaceEstimateIsWhatTheCpuPlanHolds) {
         // At least the corner-turned gulp of the kept channels.
         const std::int64_t kept_channels =
             mask ? std::count(c.killmask.begin(), c.killmask.end(), 1) : c.nchans;
-        EXPECT_GE(w.host_bytes, kept_channels * c.nsamples_in * 4);
+        // (Sub-band keeps 8-bit codes as bytes.)
+        const int bytes = a == Algorithm::subband && nbits == 8 ? 1 : 4;
+        EXPECT_GE(w.host_bytes, kept_channels * c.nsamples_in * bytes);
         const PlanPreview p = DedispersionPlan::preview(c, Backend::cpu);
         EXPECT_EQ(p.workspace.host_bytes, w.host_bytes);
         EXPECT_EQ(p.trials.delays, plan.trials().delays);

@@ -291,3 +291,88 @@ TEST(DedispMethodsGpu, SubbandStage2KernelsMatchCpuOnLargeAndSmallGroups) {
     }
   }
 }
+
+// A sub-band plan runs gulps shorter than it was made for (DedispersionPlan::
+// accepts_shorter_input; the search's first and last gulps), bit for bit as a plan made for the
+// shorter gulp: packed input (a device buffer of exactly the shorter gulp's rows) and
+// channel-major rows (NaN past each row's samples, a row stride shorter than the planned gulp).
+// The longer plan runs its full gulp first, so its buffers hold another gulp's series.
+TEST(DedispMethodsGpu, SubbandPlanRunsShorterGulpsBitForBit) {
+  WB_REQUIRE_GPU();
+  int shape_index = 0;
+  for (const Shape& s : kShapes) {
+    for (int nbits : {8, 32}) {
+      const auto c = make_config(s, Algorithm::subband, nbits, false);
+      const DedispersionPlan plan(c, Backend::cuda);
+      ASSERT_TRUE(plan.accepts_shorter_input());
+      const std::int64_t D = plan.max_delay();
+      const auto in = random_input(c, 900 + 10 * shape_index + nbits);
+      (void)run_gpu(plan, in);
+      for (std::int64_t rows : {c.nsamples_in - 1, D + s.nout / 3, D + 257, D + 1}) {
+        SCOPED_TRACE(s.name + ", nbits " + std::to_string(nbits) + ", rows " +
+                     std::to_string(rows) + " (" + plan.kernel_description() + ")");
+        auto cs = c;
+        cs.nsamples_in = rows;
+        const DedispersionPlan shorter(cs, Backend::cuda);
+        ASSERT_EQ(shorter.trials().delays, plan.trials().delays);
+        const std::vector<std::uint8_t> head(
+            in.begin(), in.begin() + static_cast<std::ptrdiff_t>(rows * plan.row_bytes()));
+        const auto want = run_gpu(shorter, head);
+        const std::int64_t nt = rows - D;
+        DeviceArray<std::uint8_t> d_in(head.size());
+        DeviceArray<float> d_out(static_cast<std::size_t>(plan.ndms() * nt));
+        copy_bytes(d_in.data(), head.data(), head.size());
+        device_memset(d_out.data(), 0xFF, d_out.bytes());  // NaN
+        Stream stream;
+        plan.execute(
+            View<const std::uint8_t, 2>(d_in.data(), {rows, plan.row_bytes()}, Space::device),
+            View<float, 2>(d_out.data(), {plan.ndms(), nt}, Space::device), &stream);
+        stream.synchronize();
+        std::vector<float> got(d_out.size());
+        copy_bytes(got.data(), d_out.data(), d_out.bytes());
+        ASSERT_EQ(got.size(), want.size());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+        ASSERT_TRUE(series_match(run_cpu(cs, head), got, plan.ndms(), nt));
+      }
+      if (nbits != 32) continue;
+      // Channel-major float rows.
+      auto cm = c;
+      cm.killmask.clear();
+      cm.channel_major = true;
+      const DedispersionPlan plan_cm(cm, Backend::cuda);
+      ASSERT_TRUE(plan_cm.accepts_shorter_input());
+      const auto* f = reinterpret_cast<const float*>(in.data());
+      for (std::int64_t rows : {cm.nsamples_in - 3, D + 101}) {
+        SCOPED_TRACE(s.name + " channel-major, rows " + std::to_string(rows));
+        const std::int64_t stride = rows + 37, nt = rows - D;
+        std::vector<float> host(static_cast<std::size_t>(cm.nchans * stride), NAN);
+        for (int ch = 0; ch < cm.nchans; ++ch)
+          for (std::int64_t t = 0; t < rows; ++t)
+            host[ch * stride + t] = f[t * cm.nchans + ch];
+        DeviceArray<float> d_in(host.size());
+        copy_bytes(d_in.data(), host.data(), d_in.bytes());
+        View<const float, 2> vin(d_in.data(), {cm.nchans, rows}, Space::device);
+        vin.strides = {stride, 1};
+        auto run_cm = [&](const DedispersionPlan& p) {
+          DeviceArray<float> d_out(static_cast<std::size_t>(p.ndms() * nt));
+          device_memset(d_out.data(), 0xFF, d_out.bytes());
+          Stream stream;
+          p.execute_channel_major(vin, View<float, 2>(d_out.data(), {p.ndms(), nt}, Space::device),
+                                  &stream);
+          stream.synchronize();
+          std::vector<float> out(d_out.size());
+          copy_bytes(out.data(), d_out.data(), d_out.bytes());
+          return out;
+        };
+        auto cs = cm;
+        cs.nsamples_in = rows;
+        const DedispersionPlan shorter(cs, Backend::cuda);
+        const auto want = run_cm(shorter);
+        const auto got = run_cm(plan_cm);
+        ASSERT_EQ(got.size(), want.size());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+      }
+    }
+    ++shape_index;
+  }
+}

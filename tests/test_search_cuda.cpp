@@ -534,6 +534,38 @@ TEST(SearchPipelineGpu, WorkspaceBoundsWhatTheSearcherHolds) {
       EXPECT_LE(held.host_bytes, plan.workspace().host_bytes);
     }
 }
+
+// A sub-band plan accepts shorter input, so each lane makes one, for the longest plane, and runs
+// the shorter first and last gulps through it (before: one per lane and plane length, D1: 4);
+// the candidates are the CPU's, which makes one for the whole search.
+TEST(SearchPipelineGpu, SubbandSearchMakesOnePlanPerLane) {
+  WB_REQUIRE_GPU();
+  PipelineFile f;
+  FileSearchConfig c = pipeline_config();
+  c.dedisp = DedispMethod::subband;
+  RunOptions run = quiet_run();
+  run.gulp = 9000;
+  const auto cpu = search_filterbank(f.path, c, run, Backend::cpu);
+  ASSERT_EQ(cpu.dedisp_method, "subband");
+  ASSERT_GT(cpu.gulps, 3);  // first, middle and last planes of different lengths
+  ASSERT_EQ(cpu.dm_chunk, static_cast<std::int64_t>(cpu.dms.size()));
+  EXPECT_EQ(cpu.dedisp_plans, 1);
+  for (int lanes : {2, 1}) {
+    SCOPED_TRACE(std::to_string(lanes) + " lanes");
+    run.gpu_streams = lanes;
+    const auto gpu = search_filterbank(f.path, c, run, Backend::cuda);
+    EXPECT_EQ(gpu.dedisp_method, "subband");
+    EXPECT_EQ(gpu.dm_chunk, static_cast<std::int64_t>(gpu.dms.size()));
+    EXPECT_EQ(gpu.dedisp_plans, lanes);
+    EXPECT_EQ(gpu.to_json()["dedisp_plans"], lanes);
+    expect_same_candidates(cpu, gpu, 1e-3);
+  }
+  // Brute force: the plans per plane length, shared by the lanes.
+  c.dedisp = DedispMethod::brute;
+  run.gpu_streams = 2;
+  const auto brute = search_filterbank(f.path, c, run, Backend::cuda);
+  EXPECT_GE(brute.dedisp_plans, 3);
+}
 #endif
 
 // ------------------------------------------------------------------------------------------

@@ -886,6 +886,40 @@ class MemorySource final : public io::FilterbankSource {
 
 }  // namespace
 
+// A sub-band plan accepts shorter input (DedispersionPlan::accepts_shorter_input), so the search
+// makes it once per DM chunk, for the longest plane, and runs the shorter first and last gulps
+// through it; brute force still makes one per plane length. StageTimes::dedisp_plans counts
+// them, and the JSON reports the count.
+TEST(SearchPlanFile, SubbandSearchMakesItsPlanOncePerChunk) {
+  wbtest::TempDir dir;
+  const auto path = two_burst_file(dir, 2.0, 4.5);
+  auto cfg = quiet_config();
+  cfg.dm_max = 700;
+  cfg.boxcar_max = 32;
+  auto run = quiet_run();
+  run.gulp = 5000;
+  cfg.dedisp = DedispMethod::subband;
+  const FileSearchPlan plan(cfg, run, io::read_filterbank_header(path), Backend::cpu);
+  ASSERT_EQ(plan.dedisp_algorithm(), dedisp::Algorithm::subband);
+  ASSERT_GE(plan.gulps(), 3);
+  ASSERT_EQ(plan.dm_chunk(), plan.ndms());  // one chunk
+  // Three plane lengths: the first gulp's, the middle ones', the last one's.
+  std::vector<std::int64_t> lengths;
+  for (std::int64_t g = 0; g < plan.gulps(); ++g)
+    if (lengths.empty() || lengths.back() != plan.gulp_range(g).len())
+      lengths.push_back(plan.gulp_range(g).len());
+  ASSERT_GE(lengths.size(), 3u);
+  const auto sub = search_filterbank(path, cfg, run, Backend::cpu);
+  EXPECT_EQ(sub.dedisp_method, "subband");
+  EXPECT_EQ(sub.dedisp_plans, 1);
+  EXPECT_EQ(sub.to_json()["dedisp_plans"], 1);
+  EXPECT_EQ(bright(sub).size(), 2u);
+  cfg.dedisp = DedispMethod::brute;
+  const auto brute = search_filterbank(path, cfg, run, Backend::cpu);
+  EXPECT_EQ(brute.dedisp_plans, static_cast<std::int64_t>(lengths.size()));
+  EXPECT_EQ(bright(brute).size(), 2u);
+}
+
 TEST(SearchPlanFile, ExecutesAnyFilterbankSource) {
   wbtest::TempDir dir;
   const auto path = two_burst_file(dir, 2.0, 4.5);

@@ -280,8 +280,20 @@ class DedispersionPlan {
   /// The delay table [ndm][nchans] (samples).
   const std::vector<std::int32_t>& delays() const { return delays_; }
 
+  /// Whether execute() and execute_channel_major() take a gulp shorter than the plan was made
+  /// for: m input rows, max_delay() < m <= nsamples_in, giving m - max_delay() output samples
+  /// per trial, bit for bit what a plan made for m rows gives (so a caller whose last gulp is
+  /// shorter keeps one plan). True for Algorithm::subband on both backends (its tables do not
+  /// depend on the gulp's length and every output sample is summed in the same order whatever
+  /// the gulp); false for brute force (its CUDA tile tables are made for the length) and fdmt
+  /// (its time blocks are capped at the planned output length).
+  bool accepts_shorter_input() const { return accepts_shorter_input(config_, backend_); }
+  /// Whether a plan of `config` on `backend` would (the caller decides the length it plans for).
+  static bool accepts_shorter_input(const DedispersionConfig& config, Backend backend);
+
   /// Dedisperses one gulp. in: packed samples [nsamples_in][row_bytes()]; out: float32
-  /// [ndms][nsamples_out()]. Both in host memory for the CPU backend, device memory for CUDA
+  /// [ndms][nsamples_out()] (or fewer rows in and the matching output where
+  /// accepts_shorter_input()). Both in host memory for the CPU backend, device memory for CUDA
   /// (asynchronous on `stream`; synchronous when stream is null). Throws invalid_argument on a
   /// shape or memory-space mismatch, or (CUDA) a 16/32-bit input not aligned to its sample size
   /// (cudaMalloc'd buffers are). One execute() at a time per plan: the CUDA kernels corner-turn
@@ -300,6 +312,8 @@ class DedispersionPlan {
   /// nsamples_in, and in.data holds nchans x row_stride floats: the kernel may read a row's
   /// elements nsamples_in .. row_stride - 1, which feed only output samples past nsamples_out
   /// (any value, NaN included, is harmless). out: float32 [ndms][nsamples_out()], device.
+  /// Where accepts_shorter_input(), in may have m < nsamples_in samples per row (m >
+  /// max_delay(); out then [ndms][m - max_delay()]), elements m .. row_stride - 1 as above.
   /// Asynchronous on `stream` (synchronous when null). The plan holds no scratch on this path,
   /// so concurrent streams may share it. Throws invalid_argument on a shape, stride or space
   /// mismatch, or when the plan was not made for channel-major input.

@@ -11,16 +11,19 @@
 namespace warpbeam::dedisp::detail {
 namespace {
 constexpr std::int64_t kUnpackRows = 16;  // time rows unpacked (then transposed) at a time
-}
+constexpr std::int64_t kCodeRows = 64;    // 8-bit codes: one cache line of each channel's row
+}  // namespace
 
 int cpu_thread_count(const DedispersionConfig& c) {
   return c.threads > 0 ? c.threads : omp_get_max_threads();
 }
 
 void unpack_channel_major(const DedispersionConfig& c, const std::uint8_t* in,
-                          const std::vector<int>& channels, float* scratch, std::int64_t stride) {
+                          const std::vector<int>& channels, float* scratch, std::int64_t stride,
+                          std::int64_t nsamples) {
   const std::int64_t row = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
-  const std::int64_t nblocks = (c.nsamples_in + kUnpackRows - 1) / kUnpackRows;
+  const std::int64_t n = nsamples < 0 ? c.nsamples_in : nsamples;
+  const std::int64_t nblocks = (n + kUnpackRows - 1) / kUnpackRows;
   const auto nact = static_cast<std::int64_t>(channels.size());
   if ((c.nbits == 8 && !c.is_signed) || c.nbits == 32) {
     // Whole-byte samples: read each channel's column straight from the packed rows (the 64
@@ -28,7 +31,7 @@ void unpack_channel_major(const DedispersionConfig& c, const std::uint8_t* in,
 #pragma omp parallel for schedule(static) num_threads(cpu_thread_count(c))
     for (std::int64_t b = 0; b < nblocks; ++b) {
       const std::int64_t t0 = b * kUnpackRows;
-      const std::int64_t nt = std::min(kUnpackRows, c.nsamples_in - t0);
+      const std::int64_t nt = std::min(kUnpackRows, n - t0);
       const std::uint8_t* blk = in + t0 * row;
       for (std::int64_t i = 0; i < nact; ++i) {
         const int ch = channels[static_cast<std::size_t>(i)];
@@ -50,7 +53,7 @@ void unpack_channel_major(const DedispersionConfig& c, const std::uint8_t* in,
 #pragma omp for schedule(static)
     for (std::int64_t b = 0; b < nblocks; ++b) {
       const std::int64_t t0 = b * kUnpackRows;
-      const std::int64_t nt = std::min(kUnpackRows, c.nsamples_in - t0);
+      const std::int64_t nt = std::min(kUnpackRows, n - t0);
       for (std::int64_t j = 0; j < nt; ++j)
         unpack_samples(in + (t0 + j) * row, c.nbits, static_cast<std::size_t>(c.nchans),
                        rows.data() + j * c.nchans, c.is_signed);
@@ -60,6 +63,27 @@ void unpack_channel_major(const DedispersionConfig& c, const std::uint8_t* in,
         for (std::int64_t j = 0; j < nt; ++j)
           dst[j] = src[j * c.nchans];
       }
+    }
+  }
+}
+
+void unpack_channel_major_codes(const DedispersionConfig& c, const std::uint8_t* in,
+                                const std::vector<int>& channels, std::uint8_t* scratch,
+                                std::int64_t stride, std::int64_t nsamples) {
+  const auto row = static_cast<std::int64_t>(c.nchans);  // one byte per sample
+  const std::int64_t n = nsamples < 0 ? c.nsamples_in : nsamples;
+  const std::int64_t nblocks = (n + kCodeRows - 1) / kCodeRows;
+  const auto nact = static_cast<std::int64_t>(channels.size());
+#pragma omp parallel for schedule(static) num_threads(cpu_thread_count(c))
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    const std::int64_t t0 = b * kCodeRows;
+    const std::int64_t nt = std::min(kCodeRows, n - t0);
+    const std::uint8_t* blk = in + t0 * row;
+    for (std::int64_t i = 0; i < nact; ++i) {
+      const int ch = channels[static_cast<std::size_t>(i)];
+      std::uint8_t* dst = scratch + i * stride + t0;
+      for (std::int64_t j = 0; j < nt; ++j)
+        dst[j] = blk[j * row + ch];
     }
   }
 }

@@ -17,6 +17,14 @@
 //      load and one add per sub-band), the group's slices shared through L1/L2.
 // Sums run in order (channels within a sub-band, then sub-bands), so integer samples are summed
 // exactly (below 2^24).
+//
+// 8-bit unsigned codes (cpu_subband_sums_codes: a sub-band's sum fits in uint16, the output's
+// below 2^24) take an integer path: the corner turn keeps the codes as bytes, stage 1 sums them
+// in uint16 (16 lanes per AVX register, a quarter of the input bytes and half of the stage-1
+// series' bytes of the float path) and stage 2 sums the uint16 series as integers
+// (sum_series_rows) and converts each output sample to float once. The float path's partial
+// sums of such input are integers below 2^24 too, so every one of its additions is exact and
+// both paths give the same exact sum: the output is bit for bit the same.
 #include <omp.h>
 
 #include <algorithm>
@@ -33,6 +41,7 @@ namespace {
 constexpr std::int64_t kTauTile = 1024;  // stage-1 samples per task
 constexpr int kMaxSubbandRows = 64;      // channels summed in registers per stage-1 pass
 constexpr std::int64_t kSlice = 256;     // stage-2 samples per task
+constexpr int kMaxCodeRows = 257;        // cpu_subband_sums_codes: channels of a sub-band
 
 class CpuSubbandExecutor final : public Executor {
  public:
@@ -73,15 +82,35 @@ class CpuSubbandExecutor final : public Executor {
                t_.min_shift[static_cast<std::size_t>(b) * nsub + s];
       });
     }
-    series_.resize(static_cast<std::size_t>(std::max<std::int64_t>(off, 1)));
     stride_ = padded_row(c.nsamples_in);
-    scratch_.resize(static_cast<std::size_t>(std::max<std::int64_t>(nrows, 1) * stride_));
+    codes_ = cpu_subband_sums_codes(c, t_.channels);
+    const auto nseries = static_cast<std::size_t>(std::max<std::int64_t>(off, 1));
+    const auto nscratch = static_cast<std::size_t>(std::max<std::int64_t>(nrows, 1) * stride_);
+    if (codes_) {
+      std::int64_t widest = 1;
+      for (int s = 0; s < nsub; ++s)
+        widest = std::max<std::int64_t>(widest, first_row_[s + 1] - first_row_[s]);
+      group_ = static_cast<int>(std::max<std::int64_t>(1, 65535 / (255 * widest)));
+      series16_.reset(new std::uint16_t[nseries]);
+      scratch8_.reset(new std::uint8_t[nscratch]);
+      series16_size_ = nseries;
+      scratch8_size_ = nscratch;
+    } else {
+      series_.resize(nseries);
+      scratch_.resize(nscratch);
+    }
     threads_ = cpu_thread_count(c);
   }
 
   void execute(const PlanData& p, const std::uint8_t* in, float* out, const Stream*) override {
-    unpack_channel_major(p.config, in, rows_, scratch_.data(), stride_);
+    // The rows of this execute(): the planned nsamples_in, or fewer (accepts_shorter_input():
+    // the buffers are the planned gulp's, every sample is summed as in a plan of this length).
     const std::int64_t nt = p.nsamples_out;
+    const std::int64_t nin = nt + p.max_delay;
+    if (codes_)
+      unpack_channel_major_codes(p.config, in, rows_, scratch8_.get(), stride_, nin);
+    else
+      unpack_channel_major(p.config, in, rows_, scratch_.data(), stride_, nin);
     const int nsub = t_.nsub();
     // Stage-1 tasks of one macro block: (sub-band, tau tile) over each sub-band's tau range.
     std::vector<std::pair<int, std::int64_t>> tasks1;
@@ -100,18 +129,29 @@ class CpuSubbandExecutor final : public Executor {
 #pragma omp parallel num_threads(threads_)
       {
         std::vector<const float*> src(static_cast<std::size_t>(std::max(nsub, 4)));
+        std::vector<const std::uint16_t*> src16(codes_ ? static_cast<std::size_t>(nsub) : 0);
 #pragma omp for schedule(dynamic)
-        for (std::int64_t k = 0; k < ntasks1; ++k)
-          stage1(tasks1[k].first, tasks1[k].second, t0, n);
+        for (std::int64_t k = 0; k < ntasks1; ++k) {
+          if (codes_)
+            stage1_codes(tasks1[k].first, tasks1[k].second, t0, n);
+          else
+            stage1(tasks1[k].first, tasks1[k].second, t0, n);
+        }
 #pragma omp for schedule(dynamic)
-        for (std::int64_t k = 0; k < ntasks2; ++k)
-          stage2(static_cast<int>(k / nslices), (k % nslices) * kSlice, t0, n, nt, out, src);
+        for (std::int64_t k = 0; k < ntasks2; ++k) {
+          if (codes_)
+            stage2_codes(static_cast<int>(k / nslices), (k % nslices) * kSlice, t0, n, nt, out,
+                         src16);
+          else
+            stage2(static_cast<int>(k / nslices), (k % nslices) * kSlice, t0, n, nt, out, src);
+        }
       }
     }
   }
 
   Workspace workspace() const override {
     return {static_cast<std::int64_t>((scratch_.size() + series_.size()) * sizeof(float) +
+                                      scratch8_size_ + series16_size_ * sizeof(std::uint16_t) +
                                       off1_.size() * sizeof(std::int32_t)),
             0};
   }
@@ -120,7 +160,7 @@ class CpuSubbandExecutor final : public Executor {
     return "cpu subband: " + std::to_string(t_.nsub()) + " sub-bands, " +
            std::to_string(t_.ncoarse()) + " coarse DMs (" + std::to_string(t_.nrows1()) +
            " stage-1 rows with their phases), macro blocks of " + std::to_string(macro_) +
-           " samples";
+           " samples" + (codes_ ? ", 8-bit codes summed in 16-bit integers" : "");
   }
 
  private:
@@ -141,6 +181,10 @@ class CpuSubbandExecutor final : public Executor {
   }
   float* series(int q, int s) {
     return series_.data() + series_offset_[series_of_[static_cast<std::size_t>(q) * t_.nsub() + s]];
+  }
+  std::uint16_t* series16(int q, int s) {
+    return series16_.get() +
+           series_offset_[series_of_[static_cast<std::size_t>(q) * t_.nsub() + s]];
   }
 
   // Stage 1 of sub-band s over relative tau [a, a + kTauTile): every row whose window covers
@@ -175,6 +219,38 @@ class CpuSubbandExecutor final : public Executor {
     }
   }
 
+  // stage1() on 8-bit codes: every channel of the sub-band (at most 257) in one uint16 pass.
+  void stage1_codes(int s, std::int64_t a, std::int64_t t0, std::int64_t n) {
+    const auto nrows = static_cast<std::int64_t>(rows_.size());
+    const std::int64_t b = a + kTauTile;
+    const int r0 = first_row_[s], r1 = first_row_[s + 1];
+    const std::uint8_t* src[kMaxCodeRows];
+    for (int q : by_sub_[s]) {
+      if (!(win_lo(q, s) < b && win_hi(q, s, n) > a)) continue;
+      const std::int64_t x0 = std::max(a, win_lo(q, s)), x1 = std::min(b, win_hi(q, s, n));
+      const std::int32_t* off1 = off1_.data() + static_cast<std::int64_t>(q) * nrows;
+      for (int r = r0; r < r1; ++r)
+        src[r - r0] = scratch8_.get() + r * stride_ + t0 + x0 + off1[r];
+      sum_code_rows(series16(q, s) + (x0 - win_lo(q, s)), src, r1 - r0, x1 - x0);
+    }
+  }
+
+  // stage2() on the uint16 series of stage1_codes().
+  void stage2_codes(int j, std::int64_t x0, std::int64_t t0, std::int64_t n, std::int64_t nt,
+                    float* out, std::vector<const std::uint16_t*>& src) {
+    const int nsub = t_.nsub();
+    const std::int64_t m = std::min(kSlice, n - x0);
+    for (std::int32_t i = t_.group_begin[j]; i < t_.group_begin[j + 1]; ++i) {
+      const std::size_t row = static_cast<std::size_t>(i) * nsub;
+      for (int s = 0; s < nsub; ++s) {
+        const int q = t_.phase_begin[j] + t_.phase[row + s];
+        src[s] = series16(q, s) + (t_.shift[row + s] - win_lo(q, s)) + x0;
+      }
+      sum_series_rows(out + static_cast<std::int64_t>(i) * nt + t0 + x0, src.data(), nsub, group_,
+                      m);
+    }
+  }
+
   // Stage 2 of coarse DM j over output samples [t0 + x0, t0 + x0 + kSlice).
   void stage2(int j, std::int64_t x0, std::int64_t t0, std::int64_t n, std::int64_t nt, float* out,
               std::vector<const float*>& src) {
@@ -201,6 +277,13 @@ class CpuSubbandExecutor final : public Executor {
   std::vector<std::int64_t> series_offset_;  // element offset of each used row
   FloatBuffer scratch_;                      // [rows][stride_]
   FloatBuffer series_;                       // one macro block's stage-1 rows
+  // 8-bit codes (codes_): the corner-turned codes and the uint16 stage-1 rows instead, and the
+  // stage-1 rows stage 2 sums in uint16 before widening.
+  bool codes_ = false;
+  int group_ = 1;
+  std::unique_ptr<std::uint8_t[]> scratch8_;  // [rows][stride_]
+  std::unique_ptr<std::uint16_t[]> series16_;
+  std::size_t scratch8_size_ = 0, series16_size_ = 0;
 };
 
 }  // namespace

@@ -21,11 +21,12 @@ DeviceArray<T> upload(const std::vector<T>& v) {
 }
 
 /// Checks that `in` is packed input a plan of `c` can read (not a channel-major plan, aligned
-/// 16/32-bit samples), then enqueues its corner turn into `scratch` rows of `stride` elements,
-/// channel ch to row chan_row[ch] (-1: dropped); see cuda_transpose.cu.
+/// 16/32-bit samples), then enqueues the corner turn of its `nsamples` rows (< 0:
+/// c.nsamples_in) into `scratch` rows of `stride` elements, channel ch to row chan_row[ch]
+/// (-1: dropped); see cuda_transpose.cu.
 inline void corner_turn(const DedispersionConfig& c, const std::uint8_t* in,
                         const std::int32_t* chan_row, void* scratch, std::int64_t stride,
-                        const Stream* stream) {
+                        const Stream* stream, std::int64_t nsamples = -1) {
   if (c.channel_major)
     fail(ErrorCategory::invalid_argument,
          "this plan takes channel-major float32 input: call execute_channel_major()");
@@ -35,7 +36,7 @@ inline void corner_turn(const DedispersionConfig& c, const std::uint8_t* in,
   TransposeArgs tr;
   tr.in = in;
   tr.row_bytes = static_cast<std::int64_t>(packed_bytes(c.nbits, c.nchans));
-  tr.nsamples = c.nsamples_in;
+  tr.nsamples = nsamples < 0 ? c.nsamples_in : nsamples;
   tr.nchans = c.nchans;
   tr.nbits = c.nbits;
   tr.is_signed = c.is_signed;

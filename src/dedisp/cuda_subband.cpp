@@ -9,6 +9,15 @@
 //    for floats, one launch per sub-band, into the series buffer [sub-band][row][len_s] with
 //    len_s = nsamples_out + the largest stage-2 shift of the sub-band.
 // 3. Stage 2: cuda_subband.cu.
+// A gulp shorter than planned (DedispersionPlan::accepts_shorter_input(): m input rows, m -
+// max_delay output samples) runs in the planned buffers: only its rows are corner-turned, stage
+// 1 runs the time tiles that cover the series samples stage 2 reads (m - max_delay + the
+// sub-band's largest shift; the rows keep their planned length as pitch) and stage 2 writes
+// [ndm][m - max_delay]. Every output sample is the same sum in the same order as in a plan of
+// m rows (the packed kernel's sums are exact integers, the tiled kernel's and stage 2's run
+// over channels and sub-bands in order whatever the tile), and the series samples it reads
+// depend on input rows < m only (a trial's shift plus its stage-1 delays never exceed its
+// largest delay); samples past them may hold anything and feed only outputs not written.
 // All buffers and tables are made here, in the plan; execute() allocates nothing. One
 // execute() at a time per plan (the series buffer and corner-turn scratch are the plan's).
 #include <cuda_runtime_api.h>
@@ -188,7 +197,7 @@ class CudaSubbandExecutor final : public Executor {
     for (const Stage1& st : stage1_)
       launch_stage1(p, in + static_cast<std::int64_t>(st.first_chan) * stride, stride, true, st,
                     stream);
-    stage2(OutputTarget{out, 32, 1.0f, 0.0f}, stream);
+    stage2(p, OutputTarget{out, 32, 1.0f, 0.0f}, stream);
     if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
 
@@ -216,12 +225,13 @@ class CudaSubbandExecutor final : public Executor {
   void run(const PlanData& p, const std::uint8_t* in, const OutputTarget& out,
            const Stream* stream) {
     const auto& c = p.config;
-    corner_turn(c, in, chan_row_.data(), scratch_.data(), stride_, stream);
+    corner_turn(c, in, chan_row_.data(), scratch_.data(), stride_, stream,
+                p.nsamples_out + p.max_delay);  // this gulp's rows (fewer than planned: see top)
     const std::size_t elem = float_codes_ ? 4 : 1;
     for (const Stage1& st : stage1_)
       launch_stage1(p, scratch_.data() + static_cast<std::size_t>(st.first_row) * stride_ * elem,
                     stride_, float_codes_, st, stream);
-    stage2(out, stream);
+    stage2(p, out, stream);
     if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
 
@@ -244,7 +254,11 @@ class CudaSubbandExecutor final : public Executor {
     a.channels_per_stage = st.geo.channels_per_stage;
     a.row_words = st.geo.row_words;
     a.ndm_tiles = st.geo.ndm_tiles;
-    a.ntime_tiles = st.geo.ntime_tiles;
+    // The tiles covering this gulp's series samples: st.len - (planned - this gulp's output
+    // samples); a.nsamples_out stays st.len, the rows' pitch in the series buffer.
+    const std::int64_t need = st.len - (s2_.nsamples_out - p.nsamples_out);
+    a.ntime_tiles = std::min<std::int64_t>(
+        st.geo.ntime_tiles, (need + st.geo.block_samples - 1) / st.geo.block_samples);
     a.smem_bytes = st.geo.smem_bytes;
     a.stages_per_flush = st.geo.stages_per_flush;
     a.sign_flip =
@@ -256,8 +270,9 @@ class CudaSubbandExecutor final : public Executor {
       launch_tiled(a, stream);
   }
 
-  void stage2(const OutputTarget& out, const Stream* stream) {
+  void stage2(const PlanData& p, const OutputTarget& out, const Stream* stream) {
     SubbandStage2Args a = s2_;
+    a.nsamples_out = p.nsamples_out;  // this gulp's (<= the planned s2_.nsamples_out)
     a.out = out;
     if (group_kernel_)
       launch_subband_group(a, stream);

@@ -44,10 +44,10 @@ Workspace cpu_subband(const DedispersionConfig& c, const SubbandTables& t, std::
     for (std::size_t s = 0; s < ns; ++s)
       if (t.used[q * ns + s])
         series += padded_row(macro + t.max_shift[q * ns + s] - t.min_shift[q * ns + s]);
-  return {(std::max<std::int64_t>(rows, 1) * padded_row(c.nsamples_in) +
-           std::max<std::int64_t>(series, 1)) *
-                  kF32 +
-              t.nrows1() * rows * kI32,
+  // 8-bit codes: the corner turn in bytes and the stage-1 rows in uint16 (cpu_subband.cpp).
+  const bool codes = cpu_subband_sums_codes(c, t.channels);
+  return {std::max<std::int64_t>(rows, 1) * padded_row(c.nsamples_in) * (codes ? 1 : kF32) +
+              std::max<std::int64_t>(series, 1) * (codes ? 2 : kF32) + t.nrows1() * rows * kI32,
           0};
 }
 

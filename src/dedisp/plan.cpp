@@ -125,6 +125,24 @@ DedispersionPlan::DedispersionPlan(DedispersionConfig config, Backend backend)
   }
 }
 
+bool DedispersionPlan::accepts_shorter_input(const DedispersionConfig& config, Backend) {
+  // Sub-band: the tables do not depend on the length, the executors take the length of each
+  // execute() (cpu_subband.cpp, cuda_subband.cpp) and every output sample is the same sum in
+  // the same order wherever it falls in the gulp.
+  return config.algorithm == Algorithm::subband;
+}
+
+namespace {
+// The input rows of an execute() given `rows` (the view's): the planned nsamples_in, or fewer
+// where the plan accepts shorter input (more than max_delay). Anything else is left to
+// require_view() to refuse with the planned shape.
+std::int64_t input_rows(const DedispersionPlan& plan, std::int64_t rows) {
+  if (plan.accepts_shorter_input() && rows > plan.max_delay() && rows < plan.config().nsamples_in)
+    return rows;
+  return plan.config().nsamples_in;
+}
+}  // namespace
+
 DedispersionPlan::~DedispersionPlan() = default;
 DedispersionPlan::DedispersionPlan(DedispersionPlan&&) noexcept = default;
 DedispersionPlan& DedispersionPlan::operator=(DedispersionPlan&&) noexcept = default;
@@ -136,12 +154,13 @@ std::int64_t DedispersionPlan::row_bytes() const {
 void DedispersionPlan::execute(View<const std::uint8_t, 2> in, View<float, 2> out,
                                const Stream* stream) const {
   const Space space = backend_ == Backend::cuda ? Space::device : Space::host;
-  require_view(in, {config_.nsamples_in, row_bytes()}, space, "dedispersion input");
-  require_view(out, {ndms(), nsamples_out()}, space, "dedispersion output");
+  const std::int64_t rows = input_rows(*this, in.shape[0]);
+  require_view(in, {rows, row_bytes()}, space, "dedispersion input");
+  require_view(out, {ndms(), rows - max_delay_}, space, "dedispersion output");
   if (config_.channel_major)
     fail(ErrorCategory::invalid_argument,
          "this plan takes channel-major float32 input: call execute_channel_major()");
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
+  const detail::PlanData data{config_, delays_, max_delay_, rows - max_delay_, tables_.get()};
   exec_->execute(data, in.data, out.data, stream);
 }
 
@@ -154,15 +173,15 @@ void DedispersionPlan::execute_channel_major(View<const float, 2> in, View<float
     fail(ErrorCategory::unsupported, "channel-major input is a CUDA path");
   if (in.space != Space::device || in.data == nullptr)
     fail(ErrorCategory::invalid_argument, "channel-major input: device memory expected");
-  if (in.shape[0] != config_.nchans || in.shape[1] != config_.nsamples_in || in.strides[1] != 1 ||
-      in.strides[0] < config_.nsamples_in)
+  const std::int64_t rows = input_rows(*this, in.shape[1]);
+  if (in.shape[0] != config_.nchans || in.shape[1] != rows || in.strides[1] != 1 ||
+      in.strides[0] < rows)
     fail(ErrorCategory::invalid_argument,
          "channel-major input has shape [{}][{}] and strides {{{}, {}}}; expected [{}][{}] with "
          "strides {{>= {}, 1}}",
-         in.shape[0], in.shape[1], in.strides[0], in.strides[1], config_.nchans,
-         config_.nsamples_in, config_.nsamples_in);
-  require_view(out, {ndms(), nsamples_out()}, Space::device, "dedispersion output");
-  const detail::PlanData data{config_, delays_, max_delay_, nsamples_out(), tables_.get()};
+         in.shape[0], in.shape[1], in.strides[0], in.strides[1], config_.nchans, rows, rows);
+  require_view(out, {ndms(), rows - max_delay_}, Space::device, "dedispersion output");
+  const detail::PlanData data{config_, delays_, max_delay_, rows - max_delay_, tables_.get()};
   exec_->execute_channel_major(data, in.data, in.strides[0], out.data, stream);
 }
 
@@ -178,16 +197,19 @@ void execute_quantised(const DedispersionPlan& plan, detail::Executor& exec,
          "this plan takes channel-major float32 input: call execute_channel_major()");
   const Space space = plan.backend() == Backend::cuda ? Space::device : Space::host;
   constexpr int out_nbits = 8 * sizeof(T);
-  require_view(in, {plan.config().nsamples_in, plan.row_bytes()}, space, "dedispersion input");
-  require_view(out, {plan.ndms(), plan.nsamples_out()}, space, "dedispersion output");
+  const std::int64_t rows = input_rows(plan, in.shape[0]);
+  require_view(in, {rows, plan.row_bytes()}, space, "dedispersion input");
+  require_view(out, {plan.ndms(), rows - plan.max_delay()}, space, "dedispersion output");
   if (!std::isfinite(scaling.scale) || !std::isfinite(scaling.offset))
     fail(ErrorCategory::invalid_argument, "output scaling {} x + {} must be finite", scaling.scale,
          scaling.offset);
-  if (exec.execute_scaled(data, in.data, out.data, out_nbits, scaling, stream)) return;
+  const detail::PlanData run{data.config, data.delays, data.max_delay, rows - plan.max_delay(),
+                             data.tables};
+  if (exec.execute_scaled(run, in.data, out.data, out_nbits, scaling, stream)) return;
   if (space != Space::host)
     fail(ErrorCategory::unsupported, "this backend has no {}-bit output", out_nbits);
   std::vector<float> tmp(static_cast<std::size_t>(out.size()));
-  exec.execute(data, in.data, tmp.data(), stream);
+  exec.execute(run, in.data, tmp.data(), stream);
   for (std::size_t i = 0; i < tmp.size(); ++i)
     out.data[i] = static_cast<T>(quantise_output(tmp[i], scaling, out_nbits));
 }

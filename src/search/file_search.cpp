@@ -213,6 +213,7 @@ nlohmann::json SearchResult::to_json() const {
           {"bytes_to_device", bytes_to_device},
           {"bytes_from_device", bytes_from_device},
           {"read_threads", read_threads},
+          {"dedisp_plans", dedisp_plans},
           {"min_channels_kept", min_channels_kept},
           {"zapped_channels",
            {{"mask", zapped_channels(kZapMask)},

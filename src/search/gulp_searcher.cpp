@@ -33,6 +33,7 @@ StageTimes& StageTimes::operator+=(const StageTimes& o) {
   setup += o.setup;
   gulp_plans += o.gulp_plans;
   gpu_wait += o.gpu_wait;
+  dedisp_plans += o.dedisp_plans;
   bytes_to_device += o.bytes_to_device;
   bytes_from_device += o.bytes_from_device;
   return *this;
@@ -49,6 +50,7 @@ void StageTimes::report_to(SearchResult& r) const {
   r.seconds_setup = setup;
   r.seconds_gulp_plans = gulp_plans;
   r.seconds_gpu_wait = gpu_wait;
+  r.dedisp_plans = dedisp_plans;
   r.bytes_to_device = bytes_to_device;
   r.bytes_from_device = bytes_from_device;
 }

@@ -75,6 +75,10 @@ struct StageTimes {
   double setup = 0;       ///< host: the searcher's (and reader's) buffers, before the first gulp
   double gulp_plans = 0;  ///< host: dedispersion and search plans made during the gulps
   double gpu_wait = 0;    ///< cuda, host: blocked on the GPU (RFI statistics, peaks)
+  /// Dedispersion plans made: one per DM chunk (per lane for a CUDA sub-band plan) where a plan
+  /// accepts shorter input (DedispersionPlan::accepts_shorter_input: made for the longest plane,
+  /// it runs the shorter first and last gulps too), else one per chunk and plane length.
+  std::int64_t dedisp_plans = 0;
   std::int64_t bytes_to_device = 0, bytes_from_device = 0;
   /// Adds another searcher's times and byte counts.
   StageTimes& operator+=(const StageTimes& o);

@@ -50,6 +50,11 @@ class CpuGulpSearcher final : public GulpSearcher {
     gulp_.reserve(static_cast<std::size_t>(max_rows * h.nchans));
     plane_.reserve(static_cast<std::size_t>(std::min(plan.dm_chunk(), dm_end - dm_begin) *
                                             plan.plane_samples()));
+    // A plan that runs shorter gulps is made once per chunk, for the longest plane.
+    one_length_ = dedisp::DedispersionPlan::accepts_shorter_input(
+        plan.dedispersion_config(dm_begin, std::min(dm_end, dm_begin + plan.dm_chunk()),
+                                 plan.plane_samples()),
+        Backend::cpu);
     times_.setup = std::chrono::duration<double>(Clock::now() - t0).count();
   }
 
@@ -89,8 +94,9 @@ class CpuGulpSearcher final : public GulpSearcher {
       const auto& dp = dedispersion_plan(d0, d1, len);
       const auto& sp = search_plan(d0, d1, len);
       lap(clock, times_.gulp_plans);
+      // The plane's rows (fewer than the plan's where it was made for a longer plane).
       dp.execute(View<const std::uint8_t, 2>(reinterpret_cast<const std::uint8_t*>(gulp_.data()),
-                                             {dp.config().nsamples_in, dp.row_bytes()}),
+                                             {len + dp.max_delay(), dp.row_bytes()}),
                  View<float, 2>(plane_.data(), {d1 - d0, len}));
       lap(clock, times_.dedisp);
       sp.execute(View<const float, 2>(plane_.data(), {d1 - d0, len}), r.own_begin - r.p0,
@@ -117,13 +123,17 @@ class CpuGulpSearcher final : public GulpSearcher {
   using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t>;  // d0, d1, plane length
 
   // One plan of each kind at a time, made again when the chunk or the plane length changes
-  // (a CPU dedispersion plan holds a gulp-sized scratch: one is all the budget counts).
+  // (a CPU dedispersion plan holds a gulp-sized scratch: one is all the budget counts); a
+  // dedispersion plan that accepts shorter input is made for the longest plane and runs every
+  // gulp of its chunk.
   const dedisp::DedispersionPlan& dedispersion_plan(std::int64_t d0, std::int64_t d1,
                                                     std::int64_t len) {
-    if (!dedisp_ || dedisp_key_ != Key{d0, d1, len}) {
+    const std::int64_t plan_len = one_length_ ? plan_.plane_samples() : len;
+    if (!dedisp_ || dedisp_key_ != Key{d0, d1, plan_len}) {
       dedisp_.reset();
-      dedisp_.emplace(plan_.dedispersion_config(d0, d1, len), Backend::cpu);
-      dedisp_key_ = {d0, d1, len};
+      dedisp_.emplace(plan_.dedispersion_config(d0, d1, plan_len), Backend::cpu);
+      dedisp_key_ = {d0, d1, plan_len};
+      ++times_.dedisp_plans;
     }
     return *dedisp_;
   }
@@ -144,6 +154,7 @@ class CpuGulpSearcher final : public GulpSearcher {
   std::optional<dedisp::DedispersionPlan> dedisp_;
   std::optional<SearchPlan> search_;
   Key dedisp_key_{}, search_key_{};
+  bool one_length_ = false;  // the dedispersion plans accept shorter input
   StageTimes times_;
 };
 

@@ -22,7 +22,9 @@
 // dedispersion plans (channel-major plans hold no scratch) and the search configurations per
 // (chunk, plane length) are shared by the lanes; a sub-band or FDMT plan holds its stage-1 series
 // or level buffers, so each lane has its own, one at a time (made again when the chunk or the
-// plane length changes, as the CPU searcher's).
+// plane length changes, as the CPU searcher's; a sub-band plan, which accepts shorter input, is
+// made for the longest plane and runs the shorter first and last gulps too: one per chunk and
+// lane).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -113,6 +115,10 @@ class CudaGulpSearcher final : public GulpSearcher {
       tuned_ = dedisp::autotune(
           plan.dedispersion_config(chunks_[0].d0, chunks_[0].d1, plan.plane_samples()));
     const std::int64_t chunk_max = std::min(plan.dm_chunk(), dm_end - dm_begin);
+    if (plan.dedisp_algorithm() != dedisp::Algorithm::automatic)
+      one_length_ = dedisp::DedispersionPlan::accepts_shorter_input(
+          plan.dedispersion_config(chunks_[0].d0, chunks_[0].d1, plan.plane_samples()),
+          Backend::cuda);
     for (int i = 0; i < o.gpu_streams; ++i) {
       lanes_.push_back(std::make_unique<Lane>(plan, chunk_max, host_input));
       for (std::size_t k = 0; k < chunks_.size(); ++k) {
@@ -186,14 +192,18 @@ class CudaGulpSearcher final : public GulpSearcher {
   const dedisp::DedispersionPlan& plan_for(Lane& w, std::size_t k, std::int64_t len) {
     const Key key{k, len};
     if (plan_.dedisp_algorithm() != dedisp::Algorithm::automatic) {
-      if (!w.method_plan || w.method_key != key) {
+      // A plan that accepts shorter input: made for the longest plane, run on every gulp.
+      const Key method_key{k, one_length_ ? plan_.plane_samples() : len};
+      if (!w.method_plan || w.method_key != method_key) {
         const auto t0 = Clock::now();
         w.stream.synchronize();  // its buffers may still be in use by the lane's last gulp
         w.method_plan.reset();
-        w.method_plan.emplace(plan_.dedispersion_config(chunks_[k].d0, chunks_[k].d1, len),
-                              Backend::cuda);
-        w.method_key = key;
+        w.method_plan.emplace(
+            plan_.dedispersion_config(chunks_[k].d0, chunks_[k].d1, method_key.second),
+            Backend::cuda);
+        w.method_key = method_key;
         times_.gulp_plans += seconds_since(t0);
+        ++times_.dedisp_plans;
       }
       return *w.method_plan;
     }
@@ -207,6 +217,7 @@ class CudaGulpSearcher final : public GulpSearcher {
       }
       it = plans_.emplace(key, dedisp::DedispersionPlan(c, Backend::cuda)).first;
       times_.gulp_plans += seconds_since(t0);
+      ++times_.dedisp_plans;
     }
     return it->second;
   }
@@ -228,7 +239,8 @@ class CudaGulpSearcher final : public GulpSearcher {
     for (std::size_t k = 0; k < chunks_.size(); ++k) {
       const auto& plan = plan_for(w, k, len);
       const std::int64_t nd = chunks_[k].d1 - chunks_[k].d0;
-      View<const float, 2> in(w.cleaner.data(), {plan_.header().nchans, plan.config().nsamples_in},
+      // The plane's rows (fewer than the plan's where it was made for a longer plane).
+      View<const float, 2> in(w.cleaner.data(), {plan_.header().nchans, len + plan.max_delay()},
                               Space::device);
       in.strides = {w.cleaner.stride(), 1};
       plan.execute_channel_major(in, View<float, 2>(w.plane.data(), {nd, len}, Space::device),
@@ -328,6 +340,7 @@ class CudaGulpSearcher final : public GulpSearcher {
   Lane* previous_ = nullptr;  // the lane of the last gulp submitted
   std::int64_t next_ = 0;     // gulps submitted
   std::int64_t bytes_to_device_ = 0;
+  bool one_length_ = false;  // the method's plans accept shorter input (sub-band)
   mutable StageTimes times_;
 };
 

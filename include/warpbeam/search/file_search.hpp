@@ -182,6 +182,9 @@ struct SearchResult {
   /// Host: dedispersion and search plans made during the gulps (each new chunk and plane
   /// length; sub-band and FDMT plans per CUDA stream).
   double seconds_gulp_plans = 0;
+  /// Dedispersion plans made during the gulps: one per DM chunk where the method's plan runs the
+  /// shorter gulps too (sub-band; per CUDA stream), else one per chunk and plane length.
+  std::int64_t dedisp_plans = 0;
   /// Wall time of the FileSearchPlan (search_filterbank(); 0 when the caller made it) and of
   /// the whole search (execute(), plus seconds_plan in search_filterbank()).
   double seconds_plan = 0, seconds_total = 0;
