@@ -160,7 +160,12 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes, const Stream* str
   if (stream) {
     WB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, WB_STREAM(stream)));
   } else {
+    // From pageable host memory cudaMemcpy may return once the bytes are in the driver's staging
+    // buffer, before the DMA to the device ends; the streams are non-blocking (Stream::Stream), so
+    // a kernel launched next on one could read the old bytes (seen on the H200: a GPU test read a
+    // stale tail of its input, 2026-12-03). The sync makes "completes before returning" true.
     WB_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+    WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
 }
 void device_memset(void* dst, int value, std::size_t bytes, const Stream* stream) {
