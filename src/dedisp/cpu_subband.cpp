@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "dedisp/cpu_common.hpp"
@@ -139,11 +140,11 @@ class CpuSubbandExecutor final : public Executor {
         }
 #pragma omp for schedule(dynamic)
         for (std::int64_t k = 0; k < ntasks2; ++k) {
+          const auto j = static_cast<int>(k / nslices);
           if (codes_)
-            stage2_codes(static_cast<int>(k / nslices), (k % nslices) * kSlice, t0, n, nt, out,
-                         src16);
+            stage2(j, (k % nslices) * kSlice, t0, n, nt, out, src16);
           else
-            stage2(static_cast<int>(k / nslices), (k % nslices) * kSlice, t0, n, nt, out, src);
+            stage2(j, (k % nslices) * kSlice, t0, n, nt, out, src);
         }
       }
     }
@@ -235,34 +236,29 @@ class CpuSubbandExecutor final : public Executor {
     }
   }
 
-  // stage2() on the uint16 series of stage1_codes().
-  void stage2_codes(int j, std::int64_t x0, std::int64_t t0, std::int64_t n, std::int64_t nt,
-                    float* out, std::vector<const std::uint16_t*>& src) {
-    const int nsub = t_.nsub();
-    const std::int64_t m = std::min(kSlice, n - x0);
-    for (std::int32_t i = t_.group_begin[j]; i < t_.group_begin[j + 1]; ++i) {
-      const std::size_t row = static_cast<std::size_t>(i) * nsub;
-      for (int s = 0; s < nsub; ++s) {
-        const int q = t_.phase_begin[j] + t_.phase[row + s];
-        src[s] = series16(q, s) + (t_.shift[row + s] - win_lo(q, s)) + x0;
-      }
-      sum_series_rows(out + static_cast<std::int64_t>(i) * nt + t0 + x0, src.data(), nsub, group_,
-                      m);
-    }
-  }
-
-  // Stage 2 of coarse DM j over output samples [t0 + x0, t0 + x0 + kSlice).
+  // Stage 2 of coarse DM j over output samples [t0 + x0, t0 + x0 + kSlice): each fine trial of
+  // the group sums its sub-bands' series, shifted. T = float, or std::uint16_t for the series of
+  // stage1_codes() (summed in integers, converted to float once: sum_series_rows).
+  template <typename T>
   void stage2(int j, std::int64_t x0, std::int64_t t0, std::int64_t n, std::int64_t nt, float* out,
-              std::vector<const float*>& src) {
+              std::vector<const T*>& src) {
     const int nsub = t_.nsub();
     const std::int64_t m = std::min(kSlice, n - x0);
     for (std::int32_t i = t_.group_begin[j]; i < t_.group_begin[j + 1]; ++i) {
       const std::size_t row = static_cast<std::size_t>(i) * nsub;
       for (int s = 0; s < nsub; ++s) {
         const int q = t_.phase_begin[j] + t_.phase[row + s];
-        src[s] = series(q, s) + (t_.shift[row + s] - win_lo(q, s)) + x0;
+        const std::int64_t offset = (t_.shift[row + s] - win_lo(q, s)) + x0;
+        if constexpr (std::is_same_v<T, float>)
+          src[s] = series(q, s) + offset;
+        else
+          src[s] = series16(q, s) + offset;
       }
-      sum_rows(out + static_cast<std::int64_t>(i) * nt + t0 + x0, src.data(), nsub, m);
+      float* o = out + static_cast<std::int64_t>(i) * nt + t0 + x0;
+      if constexpr (std::is_same_v<T, float>)
+        sum_rows(o, src.data(), nsub, m);
+      else
+        sum_series_rows(o, src.data(), nsub, group_, m);
     }
   }
 
