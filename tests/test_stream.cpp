@@ -676,6 +676,10 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
        "--out " +
            d.file("out"),
        "--duration", 2},
+      {"pipeline --listen spead://127.0.0.1:7148 --grid azel:170:190:2:60:70:2 --duration nan "
+       "--out " +
+           d.file("out"),
+       "--duration", 2},
       {"pipeline --listen spead://127.0.0.1:7148 --grid azel:170:190:2:60:70:2 --blocks 0 --out " +
            d.file("out"),
        "--blocks", 2},

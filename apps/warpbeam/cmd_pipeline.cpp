@@ -150,6 +150,7 @@ nlohmann::json board_line(const search::Candidate& c) {
 // DIR/candidates.cand as they become final (LiveCandidates).
 void run_listen(PipelineOptions& o) {
   auto& c = o.config;
+  require_range("--duration", o.duration, 0.0, 1e9);  // CLI11's Range lets NaN through
   apply_search_options(c.search, c.run, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
   c.integration = o.integrate;
   c.algorithm = beamform::parse_algorithm(o.algorithm);
