@@ -848,6 +848,10 @@ TEST(StreamSpead, AnOpenEndedRunAppendsCandidatesAsFoundAndDurationEndsIt) {
   EXPECT_GE(blocks, 5);
   EXPECT_LT(blocks, pltest::Observation::kBlocks) << "the duration came after the stream";
   EXPECT_EQ(rec["stream"]["zero_filled_blocks"].size(), 0u) << "open-ended: none at the end";
+  EXPECT_EQ(rec["stream"]["counters"]["blocks_delivered"].get<std::int64_t>(),
+            rec["stream"]["counters"]["blocks_processed"].get<std::int64_t>() +
+                rec["stream"]["unsearched_blocks"].get<std::int64_t>())
+      << "every block handed over is searched or counted as queued at the end";
   const auto want = pltest::run_stream(obs, Backend::cpu, blocks, 1024, false).result.candidates;
   const auto got = io::read_cand(cand);
   ASSERT_FALSE(want.empty());
@@ -1004,6 +1008,9 @@ TEST(StreamSpead, SigtermInMidStreamLeavesThePipelinesProductsCompleteAndValid) 
   EXPECT_GE(processed, 1);
   EXPECT_LT(processed, 10) << "the signal came after the stream";
   EXPECT_EQ(rec["stream"]["zero_filled_blocks"].size(), static_cast<std::size_t>(10 - processed));
+  EXPECT_EQ(rec["stream"]["counters"]["blocks_delivered"].get<std::int64_t>(),
+            processed + rec["stream"]["unsearched_blocks"].get<std::int64_t>())
+      << "every block handed over is searched or counted as queued at the end";
   const auto cands = io::read_cand(d.file("live/candidates.cand"));  // throws if malformed
   EXPECT_EQ(static_cast<std::int64_t>(cands.size()),
             rec["result"]["candidates"].get<std::int64_t>());

@@ -292,6 +292,17 @@ void run_listen(PipelineOptions& o) {
     counters.ring_filled = static_cast<std::int64_t>(capture.ring().filled());
   }
   capture.stop();
+  // Blocks the capture handed over that the loop did not take: an end by --duration or a signal
+  // leaves those already queued in the ring (and --blocks those past it). They are not searched;
+  // counting them accounts for every delivered block (blocks_delivered = blocks_processed +
+  // unsearched_blocks).
+  std::int64_t unsearched = 0, unsearched_heaps = 0;
+  while (stream::Block* b = capture.ring().next(std::chrono::milliseconds(0))) {
+    ++unsearched;
+    unsearched_heaps += b->info.packets_received;
+    capture.ring().release(b);
+  }
+  counters.ring_filled = static_cast<std::int64_t>(capture.ring().filled());
   if (reason == "end of stream" && capture.timed_out())
     reason = fmt::format("no packet for {} s (--idle-timeout)", o.idle_timeout);
   const auto t_end = Clock::now();
@@ -318,6 +329,8 @@ void run_listen(PipelineOptions& o) {
       {"heaps_per_block", heaps_per_block},
       {"heaps_searched", heaps_searched},
       {"dropped_blocks", k["dropped_blocks"]},
+      {"unsearched_blocks", unsearched},
+      {"unsearched_heaps", unsearched_heaps},
       {"zero_filled_blocks", missing},
       {"seconds", {{"waiting", waiting_s}, {"engine", engine_s}, {"after_end", after_end_s}}},
       {"counters", k}};
@@ -326,9 +339,11 @@ void run_listen(PipelineOptions& o) {
   fmt::print(
       stderr,
       "warpbeam pipeline: {}: {} block(s) processed, {} dropped (ring full), {} zero-filled, "
-      "{} heap(s) lost\n",
+      "{} heap(s) lost{}\n",
       reason, counters.blocks_processed.load(), counters.dropped_blocks.load(), missing.size(),
-      lost);
+      lost,
+      unsearched > 0 ? fmt::format(", {} received but not searched (queued at the end)", unsearched)
+                     : std::string());
   print_summary(o, r);
 }
 
