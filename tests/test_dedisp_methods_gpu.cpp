@@ -292,6 +292,40 @@ TEST(DedispMethodsGpu, SubbandStage2KernelsMatchCpuOnLargeAndSmallGroups) {
   }
 }
 
+// Stage 1's two paths on codes: one launch for every sub-band (cuda_subband_stage1.cu, the
+// default for sub-bands of <= 32 channels) and the brute-force kernels' per-sub-band launches
+// (WARPBEAM_SUBBAND_STAGE1 set, or sub-bands wider than 32 channels), against the CPU: 1, 2, 4
+// and 8 bits, signed and unsigned, the killmask (sub-bands of fewer channels), 4, 16, 32 and
+// 64 channels per sub-band.
+TEST(DedispMethodsGpu, SubbandStage1PathsMatchCpu) {
+  WB_REQUIRE_GPU();
+  const Shape s = kShapes[2];  // 513 channels, the killmask
+  int seed = 0;
+  for (int subbands : {128, 32, 16, 8})
+    for (int nbits : {1, 2, 4, 8})
+      for (bool is_signed : {false, true}) {
+        if (is_signed && nbits == 1) continue;
+        auto c = make_config(s, Algorithm::subband, nbits, is_signed);
+        c.subband.subbands = subbands;
+        const auto in = random_input(c, 9000 + seed++);
+        const auto ref = run_cpu(c, in);
+        for (bool fused : {true, false}) {
+          if (!fused) ::setenv("WARPBEAM_SUBBAND_STAGE1", "8,512,16", 1);
+          DedispersionPlan gpu(c, Backend::cuda);
+          ::unsetenv("WARPBEAM_SUBBAND_STAGE1");
+          const std::string desc = gpu.kernel_description();
+          // 513 channels: <= 17 per sub-band in 32 or 128 sub-bands (one launch), 64 or 65 in
+          // 8 (too wide for it); 16 sub-bands of ~32 may go either way (the killmask decides).
+          if (subbands != 16)
+            EXPECT_EQ(desc.find("in one launch") != std::string::npos, fused && subbands >= 32)
+                << desc;
+          ASSERT_TRUE(series_match(ref, run_gpu(gpu, in), gpu.ndms(), gpu.nsamples_out()))
+              << subbands << " sub-bands, nbits " << nbits << (is_signed ? " signed" : "") << " ("
+              << desc << ")";
+        }
+      }
+}
+
 // A sub-band plan runs gulps shorter than it was made for (DedispersionPlan::
 // accepts_shorter_input; the search's first and last gulps), bit for bit as a plan made for the
 // shorter gulp: packed input (a device buffer of exactly the shorter gulp's rows) and

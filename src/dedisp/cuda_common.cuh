@@ -41,6 +41,54 @@ __device__ __forceinline__ void load_code_window(const std::uint32_t* __restrict
   hi = w1 >> sh;                     // low byte: s4
 }
 
+// Selectors of __byte_perm(x, y, s) (byte i of the result = byte s_i of {y:x}; 4 = y's byte 0).
+// With y = 0, 4 reads as a zero byte.
+inline constexpr unsigned kPair01 = 0x4140;  // x.b0 | x.b1 << 16
+inline constexpr unsigned kPair23 = 0x4342;  // x.b2 | x.b3 << 16
+inline constexpr unsigned kPair12 = 0x4241;  // x.b1 | x.b2 << 16
+inline constexpr unsigned kPair34 = 0x5453;  // x.b3 | y.b0 << 16, with y.b1 == 0
+
+/// Stages samples s[0 .. 4 groups + 1) of a uint8 code row, s[x] = code at sample `first` + x
+/// (signed codes offset by `flip` = 2^(nbits-1), 0 for unsigned), as the pair words
+///   E[m] = s[2m] | s[2m+1] << 16   (words rows[0 .. 2 groups))  and
+///   O[m] = s[2m+1] | s[2m+2] << 16 (words rows[R .. R + 2 groups)),
+/// so that the pair (s[x], s[x+1]) is one aligned word, E[x/2] or O[x/2], for any x (the packed
+/// kernels, cuda_packed.cu). Lanes `lane`, `lane + nlanes`, ... take the groups of 4 samples.
+__device__ __forceinline__ void stage_pair_rows(const std::uint32_t* __restrict__ row32,
+                                                std::int64_t stride_words, std::int64_t first,
+                                                int groups, std::uint32_t flip, std::uint32_t* rows,
+                                                int R, int lane, int nlanes) {
+  const std::uint32_t flip4 = flip * 0x01010101u;
+  auto* E = reinterpret_cast<uint2*>(rows);
+  auto* O = reinterpret_cast<uint2*>(rows + R);
+#pragma unroll 2
+  for (int q = lane; q < groups; q += nlanes) {
+    std::uint32_t lo, hi;
+    load_code_window(row32, stride_words, first + 4 * static_cast<std::int64_t>(q), lo, hi);
+    lo ^= flip4;
+    hi = (hi ^ flip) & 0xFFu;
+    E[q] = make_uint2(__byte_perm(lo, 0, kPair01), __byte_perm(lo, 0, kPair23));
+    O[q] = make_uint2(__byte_perm(lo, 0, kPair12), __byte_perm(lo, hi, kPair34));
+  }
+}
+
+/// Asynchronous copy of one float from global to shared memory (cp.async, sm_80+), or of a zero
+/// when `valid` is false (src-size 0: nothing is read, `src` only has to be a valid address).
+/// The copies of a thread complete at cp_async_wait_all(); __syncthreads() after it publishes
+/// them to the block. Why: a staging loop of plain loads waits for each load before its store,
+/// while these issue back to back and the block waits once.
+__device__ __forceinline__ void cp_async_f32(float* dst, const float* src, bool valid) {
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 4 : 0)
+               : "memory");
+}
+
+/// Waits for every cp_async_f32() this thread issued.
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
 /// Calls f(std::integral_constant<int, NBITS>{}) for the input's sample width, so that each
 /// launcher instantiates its kernel per nbits in one place; throws invalid_argument otherwise.
 template <class F>

@@ -50,6 +50,39 @@ inline constexpr int kSubbandGroupTrials = 32;
 inline constexpr int kSubbandGroupWarps = 16;
 void launch_subband_group(const SubbandStage2Args& a, const Stream* stream);
 
+/// Stage 1 of the sub-band method for codes of <= 8 bits (cuda_subband_stage1.cu): for every
+/// sub-band b and stage-1 row r, series[b.out_offset + r * b.len + t] =
+/// sum over its channels k of code(k, t + base[b][k] + rel[b][r][k]) (signed codes offset back),
+/// for t < b.len, in tiles of kSubbandStage1Samples up to b.len - short_by (a gulp shorter than
+/// planned by short_by output samples needs that many fewer). The channels of b are rows
+/// k = 0 .. b.nch - 1 of `stride` bytes at scratch + b.in_offset; tables padded to
+/// kSubbandStage1MaxChannels channels.
+struct SubbandStage1Band {
+  std::int64_t in_offset = 0;   ///< bytes: its first channel row in the scratch
+  std::int64_t out_offset = 0;  ///< floats: its first series row
+  std::int64_t len = 0;         ///< samples per series row (the pitch)
+  int nch = 0;                  ///< channels, <= kSubbandStage1MaxChannels
+};
+struct SubbandStage1Args {
+  const std::uint8_t* scratch = nullptr;
+  std::int64_t stride = 0;                   ///< bytes per channel row, a multiple of 16
+  const SubbandStage1Band* bands = nullptr;  ///< [nsub]
+  const std::int32_t* base = nullptr;        ///< [nsub][max channels]: smallest delay over rows
+  const std::int32_t* span = nullptr;        ///< [nsub][max channels]: largest - smallest
+  const std::int32_t* rel = nullptr;         ///< [nsub][nrows][max channels]: delay - base
+  int nsub = 0, nrows = 0;
+  int row_words = 0;  ///< per E or O row: >= max span / 2 + samples / 2, even
+  std::int64_t ntime_tiles = 0;
+  std::int64_t short_by = 0;   ///< planned - this gulp's output samples
+  std::size_t smem_bytes = 0;  ///< max channels of a sub-band x 2 x row_words x 4
+  unsigned sign_flip = 0;      ///< 2^(nbits-1) for signed codes, else 0
+  float* series = nullptr;
+};
+inline constexpr int kSubbandStage1MaxChannels = 32;  ///< 16-bit lanes: 32 x 255 < 65536
+inline constexpr int kSubbandStage1Samples = 512;     ///< per block: 32 lanes x 8 pair words
+inline constexpr int kSubbandStage1Warps = 8;
+void launch_subband_stage1(const SubbandStage1Args& a, const Stream* stream);
+
 /// One level of the FDMT for one time block: row r = A[t] + B[t + shift[r]] for
 /// t < block + ext[r] (the last level: t < block, written to output row r of `out` at t0).
 /// Level 1 (in_channels) reads input channel rows: `channel_rows` + row_of_chan[a] * in_stride

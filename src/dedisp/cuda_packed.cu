@@ -37,13 +37,6 @@
 namespace warpbeam::dedisp::detail {
 namespace {
 
-// Selectors of __byte_perm(x, y, s) (byte i of the result = byte s_i of {y:x}; 4 = y's byte 0).
-// With y = 0, 4 reads as a zero byte.
-constexpr unsigned kPair01 = 0x4140;  // x.b0 | x.b1 << 16
-constexpr unsigned kPair23 = 0x4342;  // x.b2 | x.b3 << 16
-constexpr unsigned kPair12 = 0x4241;  // x.b1 | x.b2 << 16
-constexpr unsigned kPair34 = 0x5453;  // x.b3 | y.b0 << 16, with y.b1 == 0
-
 template <int K, int TX>
 __global__ void __launch_bounds__(K >= 32 ? 512 : 1024) packed_kernel(const TileArgs a) {
   static_assert(K == 8 || K == 16 || K == 32, "samples per thread: 8, 16 or 32");
@@ -75,7 +68,6 @@ __global__ void __launch_bounds__(K >= 32 ? 512 : 1024) packed_kernel(const Tile
   const auto* __restrict__ codes = static_cast<const std::uint8_t*>(a.scratch);
   const std::int64_t stride_words = a.stride / 4;
   const std::uint32_t flip = a.sign_flip;
-  const std::uint32_t flip4 = flip * 0x01010101u;
   const int warp = tid / 32, lane = tid % 32, nwarps = nthreads / 32;
 
   std::uint32_t lanes[P];
@@ -104,21 +96,11 @@ __global__ void __launch_bounds__(K >= 32 ? 512 : 1024) packed_kernel(const Tile
     for (int j = warp; j < cc; j += nwarps) {
       const int k = k0 + j;
       const int groups = ((span[k] >> 1) + BT / 2 + 1) / 2;
-      const std::int64_t first = t0 + base[k];  // sample index of s[0]
       const auto* row32 =
           reinterpret_cast<const std::uint32_t*>(codes + static_cast<std::int64_t>(k) * a.stride);
       // 2q + 1 < R (R is even and >= m_end): both pairs of words stay inside the row.
-      auto* E = reinterpret_cast<uint2*>(rows + static_cast<std::size_t>(j) * 2 * R);
-      auto* O = reinterpret_cast<uint2*>(rows + static_cast<std::size_t>(j) * 2 * R + R);
-#pragma unroll 2
-      for (int q = lane; q < groups; q += 32) {
-        std::uint32_t lo, hi;
-        load_code_window(row32, stride_words, first + 4 * static_cast<std::int64_t>(q), lo, hi);
-        lo ^= flip4;
-        hi = (hi ^ flip) & 0xFFu;
-        E[q] = make_uint2(__byte_perm(lo, 0, kPair01), __byte_perm(lo, 0, kPair23));
-        O[q] = make_uint2(__byte_perm(lo, 0, kPair12), __byte_perm(lo, hi, kPair34));
-      }
+      stage_pair_rows(row32, stride_words, t0 + base[k], groups, flip,
+                      rows + static_cast<std::size_t>(j) * 2 * R, R, lane, 32);
     }
     __syncthreads();
 

@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
@@ -54,6 +55,26 @@ bool stage2_group_kernel() {
   return v == nullptr || std::string_view(v) != "tile";
 }
 
+// Stage 1 through the brute-force kernels (codes in sub-bands wider than 32 channels, or float
+// input) runs with the plan's tuning; WARPBEAM_SUBBAND_STAGE1="DMS,THREADS,K" replaces it and
+// keeps codes off the one-launch kernel (cuda_subband_stage1.cu): a benchmarking override, read
+// when a plan is made (docs/PERFORMANCE.md, run s17: 8 DMs x 64 lanes x 16 was the best of the
+// brute-force geometries for D1's 16-channel sub-bands, 48-51 ms, the one-launch kernel 39 ms).
+CudaTuning stage1_tuning(const CudaTuning& requested) {
+  CudaTuning t = requested;
+  if (const char* v = std::getenv("WARPBEAM_SUBBAND_STAGE1")) {
+    int d = 0, n = 0, k = 0;
+    if (std::sscanf(v, "%d,%d,%d", &d, &n, &k) != 3)
+      fail(ErrorCategory::invalid_argument,
+           "WARPBEAM_SUBBAND_STAGE1 = '{}': expected DMS,THREADS,SAMPLES_PER_THREAD", v);
+    t.dms_per_block = d;
+    t.threads_per_block = n;
+    t.samples_per_thread = k;
+    validate(t);
+  }
+  return t;
+}
+
 // One sub-band's stage-1 launch: its geometry and tables on the device.
 struct Stage1 {
   int first_row = 0, nrows = 0;  // its rows in the corner-turned scratch (packed input)
@@ -73,6 +94,7 @@ class CudaSubbandExecutor final : public Executor {
     const int nsub = t_.nsub();
     const int nq = t_.nrows1();
     const SmemLimits limits = smem_limits();
+    const CudaTuning tuning1 = stage1_tuning(c.tuning);
     // Channel -> scratch row, sub-band by sub-band in ascending channel order.
     std::vector<std::int32_t> chan_row(static_cast<std::size_t>(c.nchans), -1);
     int row = 0;
@@ -104,17 +126,19 @@ class CudaSubbandExecutor final : public Executor {
               t_.off1[static_cast<std::size_t>(q) * c.nchans + chans[static_cast<std::size_t>(k)]];
       const Algorithm kernel =
           float_codes_ || c.channel_major ? Algorithm::tiled : Algorithm::packed;
-      st.geo = plan_tile_geometry(kernel, c.tuning, d, nq, st.nrows, st.len, limits);
+      st.geo = plan_tile_geometry(kernel, tuning1, d, nq, st.nrows, st.len, limits);
       std::vector<std::int32_t> base, span;
       tile_tables(d, nq, st.nrows, st.geo.dms_per_block, base, span);
       st.delays = upload(d);
       st.base = upload(base);
       st.span = upload(span);
+      add_fused_band(d, nq, st, static_cast<std::int64_t>(st.first_row) * stride_of(c));
       sub_offset.push_back(st.offset);
       sub_len.push_back(st.len);
       stage1_.push_back(std::move(st));
     }
     series_ = DeviceArray<float>(static_cast<std::size_t>(std::max<std::int64_t>(offset, 1)));
+    plan_fused_stage1(c, limits);
 
     group_kernel_ = stage2_group_kernel();
     const int trials_per_tile = group_kernel_ ? kSubbandGroupTrials : kSubbandTrialsPerBlock;
@@ -170,8 +194,7 @@ class CudaSubbandExecutor final : public Executor {
 
     if (!c.channel_major) {
       chan_row_ = upload(chan_row);
-      const std::int64_t n = c.nsamples_in;
-      stride_ = float_codes_ ? (n + 4 + 3) / 4 * 4 : (n + 8 + 15) / 16 * 16;
+      stride_ = stride_of(c);
       const std::size_t elem = float_codes_ ? 4 : 1;
       scratch_ = DeviceArray<std::uint8_t>(static_cast<std::size_t>(std::max(row, 1)) *
                                            static_cast<std::size_t>(stride_) * elem);
@@ -206,9 +229,16 @@ class CudaSubbandExecutor final : public Executor {
     return "cuda subband: " + std::to_string(t_.nsub()) + " sub-bands, " +
            std::to_string(t_.ncoarse()) + " coarse DMs (" + std::to_string(t_.nrows1()) +
            " stage-1 rows), stage 1 " +
-           (stage1_.empty() ? std::string("-") : stage1_.front().geo.describe()) + "; stage 2 " +
-           (group_kernel_ ? "per group (" : "per 8 trials (") + std::to_string(s2_.ntiles) +
-           " tiles), " + std::to_string(s2_.subbands_per_stage) + " sub-bands per stage";
+           (fused_.nsub > 0
+                ? fmt::format("in one launch, all rows of a sub-band per block of {} samples "
+                              "({} warps, {:.1f} KiB shared)",
+                              kSubbandStage1Samples, kSubbandStage1Warps,
+                              static_cast<double>(fused_.smem_bytes) / 1024.0)
+            : stage1_.empty() ? std::string("-")
+                              : stage1_.front().geo.describe()) +
+           "; stage 2 " + (group_kernel_ ? "per group (" : "per 8 trials (") +
+           std::to_string(s2_.ntiles) + " tiles), " + std::to_string(s2_.subbands_per_stage) +
+           " sub-bands per stage";
   }
   Workspace workspace() const override {
     std::int64_t dev =
@@ -218,6 +248,8 @@ class CudaSubbandExecutor final : public Executor {
       dev += static_cast<std::int64_t>(t.bytes());
     for (const auto& st : stage1_)
       dev += static_cast<std::int64_t>(st.delays.bytes() + st.base.bytes() + st.span.bytes());
+    dev += static_cast<std::int64_t>(fused_bands_dev_.bytes() + fused_base_dev_.bytes() +
+                                     fused_span_dev_.bytes() + fused_rel_dev_.bytes());
     return {0, dev};
   }
 
@@ -228,11 +260,105 @@ class CudaSubbandExecutor final : public Executor {
     corner_turn(c, in, chan_row_.data(), scratch_.data(), stride_, stream,
                 p.nsamples_out + p.max_delay);  // this gulp's rows (fewer than planned: see top)
     const std::size_t elem = float_codes_ ? 4 : 1;
-    for (const Stage1& st : stage1_)
-      launch_stage1(p, scratch_.data() + static_cast<std::size_t>(st.first_row) * stride_ * elem,
-                    stride_, float_codes_, st, stream);
+    if (fused_.nsub > 0)
+      launch_fused_stage1(p, stream);
+    else
+      for (const Stage1& st : stage1_)
+        launch_stage1(p, scratch_.data() + static_cast<std::size_t>(st.first_row) * stride_ * elem,
+                      stride_, float_codes_, st, stream);
     stage2(p, out, stream);
     if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  }
+
+  // Elements per corner-turned row: the input's samples and a zero tail the kernels may read.
+  std::int64_t stride_of(const DedispersionConfig& c) const {
+    const std::int64_t n = c.nsamples_in;
+    return float_codes_ ? (n + 4 + 3) / 4 * 4 : (n + 8 + 15) / 16 * 16;
+  }
+
+  // The one-launch stage 1 (cuda_subband_stage1.cu) for codes of <= 8 bits: its tables, gathered
+  // per sub-band here (delays of rows [nq][nch] with their smallest per channel taken out).
+  void add_fused_band(const std::vector<std::int32_t>& d, int nq, const Stage1& st,
+                      std::int64_t in_offset) {
+    constexpr int M = kSubbandStage1MaxChannels;
+    const int nch = st.nrows;
+    SubbandStage1Band b;
+    b.in_offset = in_offset;
+    b.out_offset = st.offset;
+    b.len = st.len;
+    b.nch = nch;
+    fused_bands_.push_back(b);
+    if (nch > M) return;  // plan_fused_stage1() then keeps the per-sub-band launches
+    const std::size_t at = fused_base_.size();
+    fused_base_.resize(at + M, 0);
+    fused_span_.resize(at + M, 0);
+    const std::size_t rel_at = fused_rel_.size();
+    fused_rel_.resize(rel_at + static_cast<std::size_t>(nq) * M, 0);
+    for (int k = 0; k < nch; ++k) {
+      std::int32_t lo = d[static_cast<std::size_t>(k)], hi = lo;
+      for (int q = 0; q < nq; ++q) {
+        lo = std::min(lo, d[static_cast<std::size_t>(q) * nch + k]);
+        hi = std::max(hi, d[static_cast<std::size_t>(q) * nch + k]);
+      }
+      fused_base_[at + k] = lo;
+      fused_span_[at + k] = hi - lo;
+      for (int q = 0; q < nq; ++q)
+        fused_rel_[rel_at + static_cast<std::size_t>(q) * M + k] =
+            d[static_cast<std::size_t>(q) * nch + k] - lo;
+    }
+  }
+
+  // Uses the one-launch stage 1 when the input is codes of <= 8 bits in scratch rows, every
+  // sub-band has at most kSubbandStage1MaxChannels channels and its window fits in shared memory,
+  // and WARPBEAM_SUBBAND_STAGE1 does not ask for the brute-force kernels' geometry (the
+  // benchmarking override of stage1_tuning()); else stage 1 stays one launch per sub-band.
+  void plan_fused_stage1(const DedispersionConfig& c, const SmemLimits& limits) {
+    const int nsub = static_cast<int>(fused_bands_.size());
+    bool ok =
+        !float_codes_ && !c.channel_major && std::getenv("WARPBEAM_SUBBAND_STAGE1") == nullptr;
+    int most = 0;
+    for (const auto& b : fused_bands_) {
+      ok = ok && b.nch <= kSubbandStage1MaxChannels;
+      most = std::max(most, b.nch);
+    }
+    const std::int32_t span =
+        fused_span_.empty() ? 0 : *std::max_element(fused_span_.begin(), fused_span_.end());
+    const int R = ((span >> 1) + kSubbandStage1Samples / 2 + 1) / 2 * 2;
+    const std::size_t smem = static_cast<std::size_t>(most) * 2 * R * 4;
+    if (ok && smem <= limits.per_block) {
+      fused_.nsub = nsub;
+      fused_.nrows = t_.nrows1();
+      fused_.row_words = R;
+      fused_.smem_bytes = smem;
+      fused_.sign_flip = c.is_signed && c.nbits > 1 && c.nbits <= 8 ? 1u << (c.nbits - 1) : 0u;
+      fused_base_dev_ = upload(fused_base_);
+      fused_span_dev_ = upload(fused_span_);
+      fused_rel_dev_ = upload(fused_rel_);
+      fused_bands_dev_ = upload(fused_bands_);
+    }
+    fused_base_.clear();
+    fused_span_.clear();
+    fused_rel_.clear();
+  }
+
+  void launch_fused_stage1(const PlanData& p, const Stream* stream) {
+    // This gulp's series samples per sub-band: len - short_by (see launch_stage1()).
+    const std::int64_t short_by = s2_.nsamples_out - p.nsamples_out;
+    std::int64_t tiles = 0;
+    for (const auto& b : fused_bands_)
+      tiles =
+          std::max(tiles, (b.len - short_by + kSubbandStage1Samples - 1) / kSubbandStage1Samples);
+    SubbandStage1Args a = fused_;
+    a.scratch = scratch_.data();
+    a.stride = stride_;
+    a.bands = fused_bands_dev_.data();
+    a.base = fused_base_dev_.data();
+    a.span = fused_span_dev_.data();
+    a.rel = fused_rel_dev_.data();
+    a.ntime_tiles = tiles;
+    a.short_by = short_by;
+    a.series = series_.data();
+    launch_subband_stage1(a, stream);
   }
 
   void launch_stage1(const PlanData& p, const void* rows, std::int64_t stride, bool floats,
@@ -290,6 +416,12 @@ class CudaSubbandExecutor final : public Executor {
   DeviceArray<std::int32_t> chan_row_;
   DeviceArray<std::uint8_t> scratch_;
   std::int64_t stride_ = 0;
+  // The one-launch stage 1 (fused_.nsub > 0 when used): its arguments, bands and tables.
+  SubbandStage1Args fused_;
+  std::vector<SubbandStage1Band> fused_bands_;
+  std::vector<std::int32_t> fused_base_, fused_span_, fused_rel_;
+  DeviceArray<SubbandStage1Band> fused_bands_dev_;
+  DeviceArray<std::int32_t> fused_base_dev_, fused_span_dev_, fused_rel_dev_;
   SubbandStage2Args s2_;
   bool group_kernel_ = true;  // stage 2 by cuda_subband_group.cu, else cuda_subband.cu
 };

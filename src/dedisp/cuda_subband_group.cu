@@ -15,8 +15,9 @@
 // each row is staged once per time tile) on 16 warps; warp w accumulates trials w and w + 16
 // (2 x 8 samples per lane in registers: 16 accumulators); a warp with no trial left only stages.
 // Per stage of CC sub-bands: stage each used row's window [t0 + min_shift, + 256 + span) in
-// shared memory (coalesced global loads, all 16 warps), then every warp adds, per trial and
-// sub-band, one broadcast offset load and 8 (shared load, fp32 add) pairs, 32 consecutive words
+// shared memory (coalesced cp.async copies by all 16 warps, issued back to back, then one wait:
+// plain loads made each lane wait for each load before its store), then every warp adds, per trial
+// and sub-band, one broadcast offset load and 8 (shared load, fp32 add) pairs, 32 consecutive words
 // per warp (no bank conflict).
 //
 // Occupancy: two blocks per SM (32 warps, 50 %; __launch_bounds__ keeps the registers within
@@ -32,6 +33,11 @@
 // Measured (H200, 2026-12-02, 2^18 samples): 8.04 ms against the first kernel's 22.95 ms, i.e.
 // 2.3e12 additions/s, 28 % of the bound (0.99 eligible warps per scheduler: still latency-bound
 // on the staging); the whole D1 sub-band run 62 ms (from 120 ms). docs/PERFORMANCE.md.
+// With cp.async (2026-12-03, run s17-b): 6.49 ms, 1.50 eligible warps per scheduler. Tried and
+// dropped in runs s17-c/d: the rows' windows computed by all threads per stage (7.1 ms: one more
+// barrier per stage), and half-trial work units so that a group of 17 trials spreads evenly over
+// the 16 warps (whole D1 38.0 ms against 36.8 ms with whole trials, same run s17-e: more
+// instructions per addition, 4 samples per offset load instead of 8).
 #include <cuda_runtime.h>
 
 #include "core/cuda_check.hpp"
@@ -97,9 +103,10 @@ __global__ void __launch_bounds__(32 * NW, 2) subband_group_kernel(const Subband
       float* dst = rows + static_cast<std::size_t>(k * MP + p) * R;
       for (int x = lane; x < len; x += 32) {
         const std::int64_t idx = t0 + lo + x;
-        dst[x] = idx < row_len ? __ldg(src + idx) : 0.0f;
+        cp_async_f32(dst + x, idx < row_len ? src + idx : src, idx < row_len);
       }
     }
+    cp_async_wait_all();
     __syncthreads();
 #pragma unroll
     for (int u = 0; u < TPW; ++u) {

@@ -87,6 +87,12 @@ Workspace cuda_subband(const DedispersionConfig& c, const SubbandTables& t, std:
     const std::int64_t stride = floats ? (n + 4 + 3) / 4 * 4 : (n + 8 + 15) / 16 * 16;
     dev += table(c.nchans, kI32) +
            std::max<std::int64_t>(subband_rows(t), 1) * stride * (floats ? 4 : 1);
+    // Codes: the one-launch stage 1's bands, base and span [nsub][32], rel [nsub][row][32]
+    // (made whether or not the sub-bands are narrow enough for it to run).
+    if (!floats)
+      dev += table(nsub, static_cast<std::int64_t>(sizeof(SubbandStage1Band))) +
+             2 * table(nsub * kSubbandStage1MaxChannels, kI32) +
+             table(nsub * nq * kSubbandStage1MaxChannels, kI32);
   }
   return {0, dev};
 }
