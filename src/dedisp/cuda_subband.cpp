@@ -5,10 +5,11 @@
 //    nbits <= 8, float32 otherwise. Channel-major float input (the GPU search) is used as it is:
 //    a sub-band's channels are consecutive rows there (no killmask on that path).
 // 2. Stage 1: each sub-band is a small brute-force problem (its channels, the stage-1 rows as
-//    DM trials, delays off1): the packed kernel for codes (exact integers) or the tiled kernel
-//    for floats, one launch per sub-band, into the series buffer [sub-band][row][len_s] with
-//    len_s = nsamples_out + the largest stage-2 shift of the sub-band.
-// 3. Stage 2: cuda_subband.cu.
+//    DM trials, delays off1), into the series buffer [sub-band][row][len_s] with len_s =
+//    nsamples_out + the largest stage-2 shift of the sub-band. Codes in sub-bands of <= 32
+//    channels: one launch for every sub-band (cuda_subband_stage1.cu, exact integers); else one
+//    launch per sub-band of the packed kernel (codes) or the tiled kernel (floats).
+// 3. Stage 2: cuda_subband_group.cu (or cuda_subband.cu, WARPBEAM_SUBBAND_STAGE2=tile).
 // A gulp shorter than planned (DedispersionPlan::accepts_shorter_input(): m input rows, m -
 // max_delay output samples) runs in the planned buffers: only its rows are corner-turned, stage
 // 1 runs the time tiles that cover the series samples stage 2 reads (m - max_delay + the
