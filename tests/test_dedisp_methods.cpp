@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "dedisp/method_tables.hpp"
 #include "test_util.hpp"
 #include "warpbeam/dedisp.hpp"
 
@@ -292,6 +293,117 @@ TEST(DedispSubband, BadSettingsAreInvalidArgumentsNamingTheField) {
   DedispersionPlan plan(c, Backend::cpu);
   for (float dm : plan.trials().coarse_dms)
     EXPECT_NEAR(std::fmod(dm + 1e-4, 0.5), 0, 1e-3);
+}
+
+// The packed stage-2 schedule of the CUDA sub-band method (subband_schedule.cpp; the kernel that
+// runs it is checked against the CPU in test_dedisp_methods_gpu.cpp): every used stage-1 window of
+// a coarse group is staged exactly once, in the stage of its sub-band, at its own length (to 4
+// words) from a 16-byte aligned element at most 3 before min_shift; each stage fits its area and
+// sub-band limit; and each (trial, sub-band) offset puts the trial's block of samples inside its
+// window, at shift - the window's first sample.
+TEST(DedispSubband, GroupScheduleStagesEveryWindowOnceWithinItsArea) {
+  struct Case {
+    DedispersionConfig c;
+    std::int64_t area;
+    int max_sub;
+  };
+  std::vector<Case> cases{{d1(Algorithm::subband, 4096), 26000, 64},
+                          {d1(Algorithm::subband, 4096), 9000, 5},
+                          {lband(Algorithm::subband), 3000, 64},
+                          {lband(Algorithm::subband), 1000, 3}};
+  const int block = 256;
+  for (const auto& k : cases) {
+    SCOPED_TRACE("area " + std::to_string(k.area) + ", <= " + std::to_string(k.max_sub));
+    const auto t = dedisp::detail::plan_subbands(k.c, delay_table(k.c));
+    const int nsub = t.nsub();
+    std::vector<std::int64_t> sub_offset, sub_len;
+    std::int64_t at = 0;
+    for (int s = 0; s < nsub; ++s) {  // rows longer than their largest shift, as the plan's
+      std::int32_t most = 0;
+      for (std::int64_t q = 0; q < t.nrows1(); ++q)
+        most = std::max(most, t.max_shift[static_cast<std::size_t>(q) * nsub + s]);
+      sub_offset.push_back(at);
+      sub_len.push_back(most + 300 + 7 * s);
+      at += t.nrows1() * sub_len.back();
+    }
+    const auto g = dedisp::detail::plan_subband_group_schedule(t, sub_offset, sub_len, block,
+                                                               k.area, k.max_sub);
+    ASSERT_EQ(g.stage_begin.size(), static_cast<std::size_t>(t.ncoarse()) + 1);
+    ASSERT_EQ(g.offset.size(), t.coarse_of.size() * nsub);
+    std::vector<int> staged(t.used.size(), 0);
+    std::vector<std::int32_t> stage_of_sub(static_cast<std::size_t>(t.ncoarse()) * nsub, -1);
+    std::vector<std::int32_t> dst(t.used.size(), -1);
+    std::vector<std::int64_t> lo_of(t.used.size(), 0);
+    for (int j = 0; j < t.ncoarse(); ++j) {
+      int next_sub = 0;
+      for (int st = g.stage_begin[j]; st < g.stage_begin[j + 1]; ++st) {
+        const auto& S = g.stages[st];
+        EXPECT_EQ(S.sub_lo, next_sub);
+        EXPECT_GT(S.sub_hi, S.sub_lo);
+        EXPECT_LE(S.sub_hi - S.sub_lo, k.max_sub);
+        next_sub = S.sub_hi;
+        std::int64_t words = 0;
+        for (int r = S.row_lo; r < S.row_hi; ++r) {
+          const auto& w = g.rows[r];
+          // The window's row and sub-band, from its source element.
+          int s = 0;
+          while (s + 1 < nsub && sub_offset[s + 1] <= w.src + 3)
+            ++s;
+          // The window starts up to 3 samples before min_shift, at a multiple of 4 elements.
+          const std::int64_t rel = w.src - sub_offset[s];
+          const std::int64_t q = (rel + 3) / sub_len[s];
+          const std::int64_t lo = rel - q * sub_len[s];
+          const std::size_t qs = static_cast<std::size_t>(q) * nsub + s;
+          ASSERT_GE(s, S.sub_lo);
+          ASSERT_LT(s, S.sub_hi);
+          ASSERT_GE(q, t.phase_begin[j]);
+          ASSERT_LT(q, t.phase_begin[j + 1]);
+          EXPECT_EQ(w.src % 4, 0);
+          EXPECT_LE(lo, t.min_shift[qs]);
+          EXPECT_GT(lo, t.min_shift[qs] - 4);
+          EXPECT_EQ(w.limit, sub_len[s] - lo);
+          EXPECT_EQ(w.len % 4, 0);
+          EXPECT_GE(w.len, block + t.max_shift[qs] - lo);
+          EXPECT_LT(w.len, block + t.max_shift[qs] - lo + 4);
+          EXPECT_TRUE(t.used[qs]);
+          EXPECT_EQ(w.dst, words);  // packed: each window right after the one before
+          words += w.len;
+          ++staged[qs];
+          dst[qs] = w.dst;
+          lo_of[qs] = lo;
+          for (int x = S.sub_lo; x < S.sub_hi; ++x)
+            stage_of_sub[static_cast<std::size_t>(j) * nsub + x] = st;
+        }
+        EXPECT_LE(words, k.area);
+        EXPECT_LE(words, g.max_stage_words);
+      }
+      EXPECT_EQ(next_sub, nsub);
+    }
+    for (std::size_t qs = 0; qs < t.used.size(); ++qs)
+      EXPECT_EQ(staged[qs], t.used[qs] ? 1 : 0)
+          << "row " << qs / nsub << ", sub-band " << qs % nsub;
+    for (std::size_t i = 0; i < t.coarse_of.size(); ++i)
+      for (int s = 0; s < nsub; ++s) {
+        const std::size_t is = i * nsub + s;
+        const std::size_t qs =
+            static_cast<std::size_t>(t.phase_begin[t.coarse_of[i]] + t.phase[is]) * nsub + s;
+        ASSERT_TRUE(t.used[qs]);
+        EXPECT_EQ(g.offset[is], dst[qs] + t.shift[is] - lo_of[qs]);
+        EXPECT_GE(g.offset[is], dst[qs]);
+        EXPECT_LE(g.offset[is] + block, dst[qs] + block + t.max_shift[qs] - lo_of[qs]);
+      }
+  }
+  // A window larger than the area: unsupported, naming the sub-band.
+  const auto c = lband(Algorithm::subband);
+  const auto t = dedisp::detail::plan_subbands(c, delay_table(c));
+  std::vector<std::int64_t> off(t.nsub(), 0), len(t.nsub(), 100000);
+  try {
+    dedisp::detail::plan_subband_group_schedule(t, off, len, block, block, 64);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::unsupported);
+    EXPECT_NE(std::string(e.what()).find("sub-band"), std::string::npos) << e.what();
+  }
 }
 
 // 8-bit codes are summed in 16-bit integers (stage 1) and widened integers (stage 2), float32

@@ -258,7 +258,9 @@ TEST(DedispMethodsGpu, WorkspaceIsBoundedByTheEstimate) {
 // block per group of up to 32 trials) against the CPU on a fine DM list whose coarse groups
 // hold more trials than a group block (tiles of 32 and a partial one) and fewer than its 16 warps
 // (warps that only stage), 8-bit and float input, an output length not a multiple of the
-// 256-sample time tile.
+// 256-sample time tile. The group kernel also with WARPBEAM_SUBBAND_GROUP = 4 warps at 8 blocks
+// per SM and 3 warps at 12 (tiles of 8 and 6 trials; shared memory for a few sub-bands, so a
+// group's packed windows take several stages).
 TEST(DedispMethodsGpu, SubbandStage2KernelsMatchCpuOnLargeAndSmallGroups) {
   WB_REQUIRE_GPU();
   const Shape s{"256ch-fine", 256, 1400, -1, 64e-6, 60, 3001, 0.0};
@@ -269,13 +271,15 @@ TEST(DedispMethodsGpu, SubbandStage2KernelsMatchCpuOnLargeAndSmallGroups) {
     c.nsamples_in = *std::max_element(d.begin(), d.end()) + s.nout;
     const auto in = random_input(c, 4242 + nbits);
     const auto ref = run_cpu(c, in);
-    for (const char* kernel : {"tile", "group"}) {
-      if (std::string(kernel) == "tile")
+    for (const std::string kernel : {"tile", "group", "group 4,8", "group 3,12"}) {
+      if (kernel == "tile")
         ::setenv("WARPBEAM_SUBBAND_STAGE2", "tile", 1);
       else
         ::unsetenv("WARPBEAM_SUBBAND_STAGE2");
+      if (kernel.size() > 6) ::setenv("WARPBEAM_SUBBAND_GROUP", kernel.substr(6).c_str(), 1);
       DedispersionPlan gpu(c, Backend::cuda);
       ::unsetenv("WARPBEAM_SUBBAND_STAGE2");
+      ::unsetenv("WARPBEAM_SUBBAND_GROUP");
       // The shape is what the test needs: a group above 32 trials and one below 16.
       std::vector<int> size(gpu.trials().coarse_dms.size(), 0);
       for (int j : gpu.trials().coarse_trial)
@@ -283,9 +287,16 @@ TEST(DedispMethodsGpu, SubbandStage2KernelsMatchCpuOnLargeAndSmallGroups) {
       ASSERT_GT(*std::max_element(size.begin(), size.end()), 32);
       ASSERT_LT(*std::min_element(size.begin(), size.end()), 16);
       const std::string desc = gpu.kernel_description();
-      EXPECT_NE(desc.find(std::string(kernel) == "tile" ? "per 8 trials" : "per group"),
-                std::string::npos)
+      EXPECT_NE(desc.find(kernel == "tile" ? "per 8 trials" : "per group"), std::string::npos)
           << desc;
+      if (kernel.size() > 6) {  // several stages per group: "; N stages of <= M sub-bands"
+        const auto at = desc.find(" stages of");
+        ASSERT_NE(at, std::string::npos) << desc;
+        const auto from = desc.rfind(' ', at - 1) + 1;
+        EXPECT_GT(std::stoi(desc.substr(from, at - from)),
+                  static_cast<int>(gpu.trials().coarse_dms.size()))
+            << desc;
+      }
       ASSERT_TRUE(series_match(ref, run_gpu(gpu, in), gpu.ndms(), gpu.nsamples_out()))
           << kernel << " kernel, nbits " << nbits << " (" << desc << ")";
     }

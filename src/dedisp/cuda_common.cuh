@@ -84,7 +84,16 @@ __device__ __forceinline__ void cp_async_f32(float* dst, const float* src, bool 
                : "memory");
 }
 
-/// Waits for every cp_async_f32() this thread issued.
+/// Copies 16 bytes (4 floats) global -> shared asynchronously, the first `bytes` (0-16) of them
+/// from `src` and zeros for the rest; both addresses 16-byte aligned. Through L2 only (.cg):
+/// what is staged is read from shared memory.
+__device__ __forceinline__ void cp_async_f32x4(float* dst, const float* src, int bytes) {
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes)
+               : "memory");
+}
+
+/// Waits for every cp_async_f32() and cp_async_f32x4() this thread issued.
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }

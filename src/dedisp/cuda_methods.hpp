@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "dedisp/cuda_kernels.hpp"
+#include "dedisp/method_tables.hpp"
 #include "warpbeam/device.hpp"
 
 namespace warpbeam::dedisp::detail {
@@ -44,11 +45,32 @@ inline constexpr int kSubbandSamplesPerThread = 8;  ///< output samples in regis
 inline constexpr int kSubbandBlockSamples = 32 * kSubbandSamplesPerThread;
 void launch_subband_stage2(const SubbandStage2Args& a, const Stream* stream);
 /// Stage 2 with one block per coarse group (cuda_subband_group.cu): tiles of up to
-/// kSubbandGroupTrials trials of one coarse DM, kSubbandGroupWarps warps; shared memory as
-/// above with kSubbandGroupTrials offsets per sub-band.
-inline constexpr int kSubbandGroupTrials = 32;
-inline constexpr int kSubbandGroupWarps = 16;
-void launch_subband_group(const SubbandStage2Args& a, const Stream* stream);
+/// 2 x `warps` trials of one coarse DM (kSubbandGroupTrialsPerWarp per warp, warps <=
+/// kSubbandGroupMaxWarps) and kSubbandBlockSamples output samples, staged by the plan's packed
+/// schedule (SubbandGroupSchedule): shared memory is the largest stage's row area, then
+/// [2 x warps][max_stage_subbands] offsets.
+inline constexpr int kSubbandGroupTrialsPerWarp = 2;
+inline constexpr int kSubbandGroupMaxWarps = 16;
+inline constexpr int kSubbandGroupMaxStageSubbands = 64;
+struct SubbandGroupArgs {
+  const float* series = nullptr;
+  const SubbandGroupRow* rows = nullptr;
+  const SubbandGroupStage* stages = nullptr;
+  const std::int32_t* stage_begin = nullptr;  ///< [ncoarse + 1]
+  const std::int32_t* offset = nullptr;       ///< [ndm][nsub]
+  const std::int32_t* tile_coarse = nullptr;  ///< [ntiles]
+  const std::int32_t* tile_first = nullptr;   ///< [ntiles]
+  const std::int32_t* tile_count = nullptr;   ///< [ntiles]
+  int ntiles = 0;
+  int nsub = 0;
+  int warps = kSubbandGroupMaxWarps;
+  int area_words = 0;  ///< the row area: the schedule's max_stage_words, a multiple of 4
+  int max_stage_subbands = 0;
+  std::size_t smem_bytes = 0;
+  std::int64_t nsamples_out = 0;
+  OutputTarget out;
+};
+void launch_subband_group(const SubbandGroupArgs& a, const Stream* stream);
 
 /// Stage 1 of the sub-band method for codes of <= 8 bits (cuda_subband_stage1.cu): for every
 /// sub-band b and stage-1 row r, series[b.out_offset + r * b.len + t] =

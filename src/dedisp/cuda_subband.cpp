@@ -24,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -138,60 +139,18 @@ class CudaSubbandExecutor final : public Executor {
       sub_len.push_back(st.len);
       stage1_.push_back(std::move(st));
     }
-    series_ = DeviceArray<float>(static_cast<std::size_t>(std::max<std::int64_t>(offset, 1)));
+    // 4 floats of padding: stage 2 stages windows 16 bytes per cp.async, and the last row's
+    // last copy, although it reads only the bytes left in the row, is checked (compute-
+    // sanitizer) as a 16-byte access.
+    series_ = DeviceArray<float>(static_cast<std::size_t>(offset + 4));
     plan_fused_stage1(c, limits);
 
+    planned_out_ = p.nsamples_out;
     group_kernel_ = stage2_group_kernel();
-    const int trials_per_tile = group_kernel_ ? kSubbandGroupTrials : kSubbandTrialsPerBlock;
-    // Stage-2 tiles: up to trials_per_tile fine trials of one coarse DM each.
-    std::vector<std::int32_t> tc, tf, tn;
-    for (int j = 0; j < t_.ncoarse(); ++j)
-      for (std::int32_t i = t_.group_begin[j]; i < t_.group_begin[j + 1]; i += trials_per_tile) {
-        tc.push_back(j);
-        tf.push_back(i);
-        tn.push_back(std::min<std::int32_t>(trials_per_tile, t_.group_begin[j + 1] - i));
-      }
-    std::int32_t span = 0;
-    for (std::size_t q = 0; q < t_.min_shift.size(); ++q)
-      span = std::max(span, t_.max_shift[q] - t_.min_shift[q]);
-    s2_.row_words = (kSubbandBlockSamples + span + 3) / 4 * 4;
-    s2_.max_phases = std::max(t_.phases, 1);
-    const std::size_t per_sub =
-        static_cast<std::size_t>(s2_.max_phases) * s2_.row_words * 4 + trials_per_tile * 4;
-    const std::size_t budget = std::min<std::size_t>(limits.per_block, 96 * 1024);
-    if (per_sub > budget)
-      fail(ErrorCategory::unsupported,
-           "sub-band stage 2: a group's shifts span {} samples, more than shared memory holds",
-           span);
-    s2_.subbands_per_stage = static_cast<int>(
-        std::min<std::size_t>(static_cast<std::size_t>(std::max(nsub, 1)), budget / per_sub));
-    s2_.smem_bytes = static_cast<std::size_t>(s2_.subbands_per_stage) * per_sub;
-    s2_.nsub = nsub;
-    s2_.ntiles = static_cast<int>(tc.size());
-    s2_.nsamples_out = p.nsamples_out;
-    tables_.push_back(upload(t_.phase_begin));
-    tables_.push_back(upload(t_.phase));
-    tables_.push_back(upload(t_.shift));
-    tables_.push_back(upload(t_.min_shift));
-    tables_.push_back(upload(t_.max_shift));
-    tables_.push_back(upload(tc));
-    tables_.push_back(upload(tf));
-    tables_.push_back(upload(tn));
-    used_ = upload(t_.used);
-    sub_offset_ = upload(sub_offset);
-    sub_len_ = upload(sub_len);
-    s2_.series = series_.data();
-    s2_.sub_offset = sub_offset_.data();
-    s2_.sub_len = sub_len_.data();
-    s2_.phase_begin = tables_[0].data();
-    s2_.phase = tables_[1].data();
-    s2_.shift = tables_[2].data();
-    s2_.min_shift = tables_[3].data();
-    s2_.max_shift = tables_[4].data();
-    s2_.tile_coarse = tables_[5].data();
-    s2_.tile_first = tables_[6].data();
-    s2_.tile_count = tables_[7].data();
-    s2_.used = used_.data();
+    if (group_kernel_)
+      plan_group_stage2(p, sub_offset, sub_len, limits);
+    else
+      plan_tile_stage2(p, sub_offset, sub_len, limits);
 
     if (!c.channel_major) {
       chan_row_ = upload(chan_row);
@@ -237,14 +196,19 @@ class CudaSubbandExecutor final : public Executor {
                               static_cast<double>(fused_.smem_bytes) / 1024.0)
             : stage1_.empty() ? std::string("-")
                               : stage1_.front().geo.describe()) +
-           "; stage 2 " + (group_kernel_ ? "per group (" : "per 8 trials (") +
-           std::to_string(s2_.ntiles) + " tiles), " + std::to_string(s2_.subbands_per_stage) +
-           " sub-bands per stage";
+           "; stage 2 " +
+           (group_kernel_
+                ? fmt::format("per group ({} tiles of <= {} trials, {} warps; {} stages of <= {} "
+                              "sub-bands, {:.1f} KiB shared)",
+                              ntiles_, kSubbandGroupTrialsPerWarp * g2_.warps, g2_.warps, nstages_,
+                              g2_.max_stage_subbands, static_cast<double>(g2_.smem_bytes) / 1024.0)
+                : fmt::format("per 8 trials ({} tiles), {} sub-bands per stage", ntiles_,
+                              s2_.subbands_per_stage));
   }
   Workspace workspace() const override {
-    std::int64_t dev =
-        static_cast<std::int64_t>(series_.bytes() + scratch_.bytes() + used_.bytes() +
-                                  chan_row_.bytes() + sub_offset_.bytes() + sub_len_.bytes());
+    std::int64_t dev = static_cast<std::int64_t>(
+        series_.bytes() + scratch_.bytes() + used_.bytes() + chan_row_.bytes() +
+        sub_offset_.bytes() + sub_len_.bytes() + rows_dev_.bytes() + stages_dev_.bytes());
     for (const auto& t : tables_)
       dev += static_cast<std::int64_t>(t.bytes());
     for (const auto& st : stage1_)
@@ -255,6 +219,119 @@ class CudaSubbandExecutor final : public Executor {
   }
 
  private:
+  // Stage-2 tiles: up to per_tile fine trials of one coarse DM each, uploaded; returns the
+  // device tables (coarse, first, count).
+  std::array<const std::int32_t*, 3> plan_tiles(int per_tile) {
+    std::vector<std::int32_t> tc, tf, tn;
+    for (int j = 0; j < t_.ncoarse(); ++j)
+      for (std::int32_t i = t_.group_begin[j]; i < t_.group_begin[j + 1]; i += per_tile) {
+        tc.push_back(j);
+        tf.push_back(i);
+        tn.push_back(std::min<std::int32_t>(per_tile, t_.group_begin[j + 1] - i));
+      }
+    ntiles_ = static_cast<int>(tc.size());
+    std::array<const std::int32_t*, 3> d{};
+    for (std::size_t k = 0; k < 3; ++k) {
+      tables_.push_back(upload(k == 0 ? tc : k == 1 ? tf : tn));
+      d[k] = tables_.back().data();
+    }
+    return d;
+  }
+
+  // Stage 2 by cuda_subband_group.cu: tiles of 2 x warps trials, the packed schedule in
+  // shared memory of a size that lets blocks_per_sm blocks share an SM (the benchmarking
+  // override WARPBEAM_SUBBAND_GROUP="WARPS,BLOCKS_PER_SM", read when a plan is made). Default
+  // 10 warps, 3 blocks: the best of 12 pairs on D1 (H200, 2026-12-04, docs/results/s19-b),
+  // 28.7 ms against 30.5 ms for 16 warps x 2 blocks; fewer, larger stages (16 x 1) or more
+  // blocks of fewer warps (8 x 4, 6 x 5) were slower.
+  void plan_group_stage2(const PlanData& p, const std::vector<std::int64_t>& sub_offset,
+                         const std::vector<std::int64_t>& sub_len, const SmemLimits& limits) {
+    int warps = 10, blocks_per_sm = 3;
+    if (const char* v = std::getenv("WARPBEAM_SUBBAND_GROUP")) {
+      if (std::sscanf(v, "%d,%d", &warps, &blocks_per_sm) != 2 || warps < 1 ||
+          warps > kSubbandGroupMaxWarps || blocks_per_sm < 1 || blocks_per_sm > 32)
+        fail(ErrorCategory::invalid_argument,
+             "WARPBEAM_SUBBAND_GROUP = '{}': expected WARPS (1-{}),BLOCKS_PER_SM (1-32)", v,
+             kSubbandGroupMaxWarps);
+    }
+    const int per_tile = kSubbandGroupTrialsPerWarp * warps;
+    const int max_sub = std::min(std::max(t_.nsub(), 1), kSubbandGroupMaxStageSubbands);
+    // Each resident block also reserves 1 KiB of the SM's shared memory.
+    const std::size_t block_bytes =
+        std::min(limits.per_block, limits.per_sm / static_cast<std::size_t>(blocks_per_sm) - 1024);
+    const std::size_t off_bytes = static_cast<std::size_t>(per_tile) * max_sub * 4;
+    const std::int64_t area =
+        block_bytes > off_bytes ? static_cast<std::int64_t>((block_bytes - off_bytes) / 16 * 4) : 0;
+    const SubbandGroupSchedule sch =
+        plan_subband_group_schedule(t_, sub_offset, sub_len, kSubbandBlockSamples, area, max_sub);
+    const auto tiles = plan_tiles(per_tile);
+    g2_.tile_coarse = tiles[0];
+    g2_.tile_first = tiles[1];
+    g2_.tile_count = tiles[2];
+    g2_.ntiles = ntiles_;
+    g2_.nsub = t_.nsub();
+    g2_.warps = warps;
+    g2_.area_words = (sch.max_stage_words + 3) / 4 * 4;
+    g2_.max_stage_subbands = sch.max_stage_subbands;
+    g2_.smem_bytes = static_cast<std::size_t>(g2_.area_words) * 4 +
+                     static_cast<std::size_t>(per_tile) * sch.max_stage_subbands * 4;
+    g2_.nsamples_out = p.nsamples_out;
+    nstages_ = static_cast<int>(sch.stages.size());
+    rows_dev_ = upload(sch.rows);
+    stages_dev_ = upload(sch.stages);
+    tables_.push_back(upload(sch.stage_begin));
+    g2_.stage_begin = tables_.back().data();
+    tables_.push_back(upload(sch.offset));
+    g2_.offset = tables_.back().data();
+    g2_.rows = rows_dev_.data();
+    g2_.stages = stages_dev_.data();
+    g2_.series = series_.data();
+  }
+
+  // Stage 2 by cuda_subband.cu (the first kernel, WARPBEAM_SUBBAND_STAGE2=tile): tiles of 8
+  // trials, rows of max_phases x (block + the plan's largest span) words per sub-band.
+  void plan_tile_stage2(const PlanData& p, const std::vector<std::int64_t>& sub_offset,
+                        const std::vector<std::int64_t>& sub_len, const SmemLimits& limits) {
+    const int nsub = t_.nsub();
+    std::int32_t span = 0;
+    for (std::size_t q = 0; q < t_.min_shift.size(); ++q)
+      span = std::max(span, t_.max_shift[q] - t_.min_shift[q]);
+    s2_.row_words = (kSubbandBlockSamples + span + 3) / 4 * 4;
+    s2_.max_phases = std::max(t_.phases, 1);
+    const std::size_t per_sub =
+        static_cast<std::size_t>(s2_.max_phases) * s2_.row_words * 4 + kSubbandTrialsPerBlock * 4;
+    const std::size_t budget = std::min<std::size_t>(limits.per_block, 96 * 1024);
+    if (per_sub > budget)
+      fail(ErrorCategory::unsupported,
+           "sub-band stage 2: a group's shifts span {} samples, more than shared memory holds",
+           span);
+    s2_.subbands_per_stage = static_cast<int>(
+        std::min<std::size_t>(static_cast<std::size_t>(std::max(nsub, 1)), budget / per_sub));
+    s2_.smem_bytes = static_cast<std::size_t>(s2_.subbands_per_stage) * per_sub;
+    s2_.nsub = nsub;
+    s2_.nsamples_out = p.nsamples_out;
+    const auto tiles = plan_tiles(kSubbandTrialsPerBlock);
+    s2_.tile_coarse = tiles[0];
+    s2_.tile_first = tiles[1];
+    s2_.tile_count = tiles[2];
+    s2_.ntiles = ntiles_;
+    const std::size_t k0 = tables_.size();
+    for (const auto* v : {&t_.phase_begin, &t_.phase, &t_.shift, &t_.min_shift, &t_.max_shift})
+      tables_.push_back(upload(*v));
+    used_ = upload(t_.used);
+    sub_offset_ = upload(sub_offset);
+    sub_len_ = upload(sub_len);
+    s2_.series = series_.data();
+    s2_.sub_offset = sub_offset_.data();
+    s2_.sub_len = sub_len_.data();
+    s2_.phase_begin = tables_[k0].data();
+    s2_.phase = tables_[k0 + 1].data();
+    s2_.shift = tables_[k0 + 2].data();
+    s2_.min_shift = tables_[k0 + 3].data();
+    s2_.max_shift = tables_[k0 + 4].data();
+    s2_.used = used_.data();
+  }
+
   void run(const PlanData& p, const std::uint8_t* in, const OutputTarget& out,
            const Stream* stream) {
     const auto& c = p.config;
@@ -344,7 +421,7 @@ class CudaSubbandExecutor final : public Executor {
 
   void launch_fused_stage1(const PlanData& p, const Stream* stream) {
     // This gulp's series samples per sub-band: len - short_by (see launch_stage1()).
-    const std::int64_t short_by = s2_.nsamples_out - p.nsamples_out;
+    const std::int64_t short_by = planned_out_ - p.nsamples_out;
     std::int64_t tiles = 0;
     for (const auto& b : fused_bands_)
       tiles =
@@ -383,7 +460,7 @@ class CudaSubbandExecutor final : public Executor {
     a.ndm_tiles = st.geo.ndm_tiles;
     // The tiles covering this gulp's series samples: st.len - (planned - this gulp's output
     // samples); a.nsamples_out stays st.len, the rows' pitch in the series buffer.
-    const std::int64_t need = st.len - (s2_.nsamples_out - p.nsamples_out);
+    const std::int64_t need = st.len - (planned_out_ - p.nsamples_out);
     a.ntime_tiles = std::min<std::int64_t>(
         st.geo.ntime_tiles, (need + st.geo.block_samples - 1) / st.geo.block_samples);
     a.smem_bytes = st.geo.smem_bytes;
@@ -398,13 +475,17 @@ class CudaSubbandExecutor final : public Executor {
   }
 
   void stage2(const PlanData& p, const OutputTarget& out, const Stream* stream) {
+    if (group_kernel_) {
+      SubbandGroupArgs a = g2_;
+      a.nsamples_out = p.nsamples_out;  // this gulp's (<= the planned g2_.nsamples_out)
+      a.out = out;
+      launch_subband_group(a, stream);
+      return;
+    }
     SubbandStage2Args a = s2_;
     a.nsamples_out = p.nsamples_out;  // this gulp's (<= the planned s2_.nsamples_out)
     a.out = out;
-    if (group_kernel_)
-      launch_subband_group(a, stream);
-    else
-      launch_subband_stage2(a, stream);
+    launch_subband_stage2(a, stream);
   }
 
   const SubbandTables& t_;
@@ -423,8 +504,13 @@ class CudaSubbandExecutor final : public Executor {
   std::vector<std::int32_t> fused_base_, fused_span_, fused_rel_;
   DeviceArray<SubbandStage1Band> fused_bands_dev_;
   DeviceArray<std::int32_t> fused_base_dev_, fused_span_dev_, fused_rel_dev_;
-  SubbandStage2Args s2_;
-  bool group_kernel_ = true;  // stage 2 by cuda_subband_group.cu, else cuda_subband.cu
+  SubbandStage2Args s2_;  // stage 2 by cuda_subband.cu
+  SubbandGroupArgs g2_;   // stage 2 by cuda_subband_group.cu
+  DeviceArray<SubbandGroupRow> rows_dev_;
+  DeviceArray<SubbandGroupStage> stages_dev_;
+  int ntiles_ = 0, nstages_ = 0;
+  std::int64_t planned_out_ = 0;  // output samples the plan was made for
+  bool group_kernel_ = true;      // stage 2 by cuda_subband_group.cu, else cuda_subband.cu
 };
 
 }  // namespace

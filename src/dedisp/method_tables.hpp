@@ -60,6 +60,45 @@ struct SubbandTables {
 SubbandTables plan_subbands(const DedispersionConfig& config,
                             const std::vector<std::int32_t>& delays);
 
+/// Stage 2 of the CUDA sub-band method (cuda_subband_group.cu) stages, per coarse group, the
+/// used stage-1 rows' windows packed to their own lengths: one window is `len` >= block +
+/// max_shift - lo series samples of its row from sample lo on, at word `dst` of its stage's row
+/// area, where lo is min_shift rounded down to a multiple of 4 elements of the series buffer
+/// (src, len and dst are multiples of 4: 16-byte copies). The block at output sample t0 copies
+/// series[src + t0 + x] for x < len (zero where t0 + x >= limit, past the row's end).
+struct SubbandGroupRow {
+  std::int64_t src = 0;    ///< element of the series buffer: the row's sample lo
+  std::int64_t limit = 0;  ///< the row's length - lo
+  std::int32_t len = 0;    ///< words staged
+  std::int32_t dst = 0;    ///< word offset in the stage's row area
+};
+/// One stage of a coarse group: its sub-bands [sub_lo, sub_hi), their rows [row_lo, row_hi).
+struct SubbandGroupStage {
+  std::int32_t sub_lo = 0, sub_hi = 0, row_lo = 0, row_hi = 0;
+};
+/// The packed stage-2 schedule (subband_schedule.cpp).
+struct SubbandGroupSchedule {
+  std::vector<SubbandGroupRow> rows;      ///< every group's windows, stage by stage
+  std::vector<SubbandGroupStage> stages;  ///< every group's stages, group by group
+  std::vector<std::int32_t> stage_begin;  ///< [ncoarse + 1] first stage of each coarse group
+  /// [ndm][nsub]: word of trial i's sample t0 + 0 of sub-band s in its stage's row area,
+  /// dst + shift[i][s] - lo of its row's window.
+  std::vector<std::int32_t> offset;
+  int max_stage_subbands = 0;  ///< the most sub-bands of one stage
+  int max_stage_words = 0;     ///< the largest row area of one stage
+};
+
+/// Packs the used rows of each coarse group of `t` into stages of at most `area_words` words
+/// and `max_subbands` sub-bands, sub-bands in order, the rows of one sub-band in one stage, for
+/// tiles of `block` output samples. `sub_offset` and `sub_len` [nsub]: where sub-band s's rows
+/// start in the series buffer and their length (rows [nrows1][sub_len[s]]). Throws unsupported
+/// when one sub-band's rows do not fit.
+SubbandGroupSchedule plan_subband_group_schedule(const SubbandTables& t,
+                                                 const std::vector<std::int64_t>& sub_offset,
+                                                 const std::vector<std::int64_t>& sub_len,
+                                                 int block, std::int64_t area_words,
+                                                 int max_subbands);
+
 // ---------------------------------------------------------------------------------------------
 // FDMT (fdmt_plan.cpp)
 // ---------------------------------------------------------------------------------------------

@@ -74,13 +74,24 @@ Workspace cuda_subband(const DedispersionConfig& c, const SubbandTables& t, std:
     const auto n = static_cast<std::int64_t>(t.channels[static_cast<std::size_t>(s)].size());
     dev += 3 * table(nq * n, kI32);
   }
-  dev += table(series, kF32);
-  std::int64_t tiles = 0;  // stage-2 tiles of up to kSubbandTrialsPerBlock fine trials
+  dev += table(series + 4, kF32);  // + the padding of cuda_subband.cpp
+  // Stage-2 tiles of at least kSubbandGroupTrialsPerWarp fine trials (either kernel).
+  std::int64_t tiles = 0;
   for (int j = 0; j < t.ncoarse(); ++j)
-    tiles += (t.group_begin[j + 1] - t.group_begin[j] + kSubbandTrialsPerBlock - 1) /
-             kSubbandTrialsPerBlock;
-  dev += table(t.ncoarse() + 1, kI32) + 2 * table(ndm * nsub, kI32) + 2 * table(nq * nsub, kI32) +
-         3 * table(tiles, kI32) + table(nq * nsub, 1) + 2 * table(nsub, 8);
+    tiles += (t.group_begin[j + 1] - t.group_begin[j] + kSubbandGroupTrialsPerWarp - 1) /
+             kSubbandGroupTrialsPerWarp;
+  // Either the first kernel's tables (phase_begin, phase, shift, min/max shift, used, sub-band
+  // offsets and lengths) or the packed schedule's (stage_begin, offset, at most one window per
+  // stage-1 row and sub-band, at most one stage per coarse DM and sub-band).
+  const std::int64_t tile_kernel = table(t.ncoarse() + 1, kI32) + 2 * table(ndm * nsub, kI32) +
+                                   2 * table(nq * nsub, kI32) + table(nq * nsub, 1) +
+                                   2 * table(nsub, 8);
+  const std::int64_t group_kernel =
+      table(t.ncoarse() + 1, kI32) + table(ndm * nsub, kI32) +
+      table(nq * nsub, static_cast<std::int64_t>(sizeof(SubbandGroupRow))) +
+      table(static_cast<std::int64_t>(t.ncoarse()) * nsub,
+            static_cast<std::int64_t>(sizeof(SubbandGroupStage)));
+  dev += 3 * table(tiles, kI32) + std::max(tile_kernel, group_kernel);
   if (!c.channel_major) {
     const bool floats = c.nbits > 8;
     const std::int64_t n = c.nsamples_in;
