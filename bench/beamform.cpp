@@ -26,6 +26,7 @@
 #include "warpbeam/beamform.hpp"
 #include "warpbeam/device.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/host_array.hpp"
 #include "warpbeam/io/output_file.hpp"
 #include "warpbeam/provenance.hpp"
 
@@ -459,7 +460,7 @@ void bench_beamform(const BeamformBenchOptions& o) {
 
   DeviceArray<std::uint8_t> d_in;
   DeviceArray<float> d_out;
-  std::vector<float> h_out;
+  HostArray<float> h_out;  // as a NumPy caller's output: huge pages (warpbeam/host_array.hpp)
   const std::uint8_t* in = host_in.data();
   float* out = nullptr;
   if (gpu) {
@@ -469,7 +470,7 @@ void bench_beamform(const BeamformBenchOptions& o) {
     in = d_in.data();
     out = d_out.data();
   } else {
-    h_out.resize(static_cast<std::size_t>(out_bytes / sizeof(float)));
+    h_out = HostArray<float>(static_cast<std::size_t>(out_bytes / sizeof(float)));
     out = h_out.data();
   }
   auto make_plan = [&](const BeamformConfig& cc) {

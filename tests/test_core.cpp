@@ -1,8 +1,12 @@
 // Core: errors, backends, views, unpacking (CPU against a naive bit loop; CUDA against CPU).
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "test_util.hpp"
 #include "warpbeam/device.hpp"
+#include "warpbeam/host_array.hpp"
 #include "warpbeam/unpack.hpp"
 
 using namespace warpbeam;
@@ -76,6 +80,60 @@ std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
   return b;
 }
 }  // namespace
+
+namespace {
+// The VmFlags of the mapping of this process that holds p (/proc/self/smaps), "" if none.
+std::string vm_flags_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(':') > line.find(' ')) {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line.substr(8);
+    }
+  }
+  return "";
+}
+}  // namespace
+
+// HostArray: zeroed, writable, 64-byte aligned, 2 MiB aligned from NumPy's 4 MiB threshold on;
+// a large one's mapping carries the kernel's "hg" flag (MADV_HUGEPAGE advised) wherever the
+// kernel has transparent huge pages (/sys/kernel/mm/transparent_hugepage), a small one's not.
+TEST(Core, HostArrayIsZeroedAlignedAndLargeOnesAdvisedHugePages) {
+  const std::size_t small_n = 1000, large_n = (std::size_t{24} << 20) / sizeof(float) + 3;
+  HostArray<float> small(small_n), large(large_n), none;
+  EXPECT_EQ(none.size(), 0u);
+  EXPECT_TRUE(none.empty());
+  ASSERT_EQ(small.size(), small_n);
+  ASSERT_EQ(large.bytes(), large_n * sizeof(float));
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small.data()) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(large.data()) % (std::size_t{2} << 20), 0u);
+  for (const auto* a : {&small, &large}) {
+    std::size_t nonzero = 0;
+    for (float x : *a)
+      nonzero += x != 0.0f;
+    EXPECT_EQ(nonzero, 0u);
+  }
+  large[large_n - 1] = 3.0f;
+  small[0] = 1.0f;
+  EXPECT_EQ(large[large_n - 1], 3.0f);
+  HostArray<float> moved = std::move(large);
+  EXPECT_EQ(moved[large_n - 1], 3.0f);
+  EXPECT_EQ(moved.size(), large_n);
+  if (std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    const std::string flags = vm_flags_of(moved.data() + large_n / 2);
+    ASSERT_FALSE(flags.empty()) << "no mapping found in /proc/self/smaps";
+    EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+  } else {
+    std::printf("(no transparent huge pages in this kernel: the advice is not checked)\n");
+  }
+}
 
 TEST(Unpack, MatchesNaiveBitLoop) {
   for (int nbits : {1, 2, 4, 8, 16}) {

@@ -17,6 +17,7 @@
 #include "warpbeam/beamform.hpp"
 #include "warpbeam/device.hpp"
 #include "warpbeam/format.hpp"
+#include "warpbeam/host_array.hpp"
 #include "warpbeam/io/lwa.hpp"
 #include "warpbeam/io/output_file.hpp"
 #include "warpbeam/io/sigproc.hpp"
@@ -162,7 +163,8 @@ void run(const BeamformOptions& o) {
     }
 
   const auto out_shape = c.output_shape();
-  std::vector<float> out(
+  // On huge pages where the kernel allows, as NumPy allocates (warpbeam/host_array.hpp).
+  HostArray<float> out(
       static_cast<std::size_t>(out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3]));
   DeviceArray<std::uint8_t> d_in;
   DeviceArray<float> d_out;
