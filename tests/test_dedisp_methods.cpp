@@ -393,6 +393,32 @@ TEST(DedispSubband, GroupScheduleStagesEveryWindowOnceWithinItsArea) {
         EXPECT_LE(g.offset[is] + block, dst[qs] + block + t.max_shift[qs] - lo_of[qs]);
       }
   }
+  // Fewer blocks per SM where a block's share does not hold a sub-band's windows: an area of
+  // 100 words (less than one 256-sample window) at 3 or more blocks, ample at 2; none that holds
+  // them at any count: unsupported.
+  {
+    const auto c = d1(Algorithm::subband, 4096);
+    const auto t = dedisp::detail::plan_subbands(c, delay_table(c));
+    std::vector<std::int64_t> off(t.nsub()), len(t.nsub());
+    std::int64_t at = 0;
+    for (int s = 0; s < t.nsub(); ++s) {
+      std::int32_t most = 0;
+      for (std::int64_t q = 0; q < t.nrows1(); ++q)
+        most = std::max(most, t.max_shift[static_cast<std::size_t>(q) * t.nsub() + s]);
+      off[s] = at;
+      len[s] = most + 300;
+      at += t.nrows1() * len[s];
+    }
+    int used = 0;
+    const auto g = dedisp::detail::plan_subband_group_schedule_fitting(
+        t, off, len, block, 64, 5, [](int b) -> std::int64_t { return b >= 3 ? 100 : 1 << 20; },
+        &used);
+    EXPECT_EQ(used, 2);
+    EXPECT_FALSE(g.rows.empty());
+    EXPECT_THROW(dedisp::detail::plan_subband_group_schedule_fitting(
+                     t, off, len, block, 64, 5, [](int) -> std::int64_t { return 100; }, &used),
+                 Error);
+  }
   // A window larger than the area: unsupported, naming the sub-band.
   const auto c = lband(Algorithm::subband);
   const auto t = dedisp::detail::plan_subbands(c, delay_table(c));

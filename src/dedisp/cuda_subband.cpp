@@ -199,9 +199,10 @@ class CudaSubbandExecutor final : public Executor {
            "; stage 2 " +
            (group_kernel_
                 ? fmt::format("per group ({} tiles of <= {} trials, {} warps; {} stages of <= {} "
-                              "sub-bands, {:.1f} KiB shared)",
+                              "sub-bands, {:.1f} KiB shared, {} blocks per SM)",
                               ntiles_, kSubbandGroupTrialsPerWarp * g2_.warps, g2_.warps, nstages_,
-                              g2_.max_stage_subbands, static_cast<double>(g2_.smem_bytes) / 1024.0)
+                              g2_.max_stage_subbands, static_cast<double>(g2_.smem_bytes) / 1024.0,
+                              blocks_per_sm_)
                 : fmt::format("per 8 trials ({} tiles), {} sub-bands per stage", ntiles_,
                               s2_.subbands_per_stage));
   }
@@ -243,7 +244,8 @@ class CudaSubbandExecutor final : public Executor {
   // override WARPBEAM_SUBBAND_GROUP="WARPS,BLOCKS_PER_SM", read when a plan is made). Default
   // 10 warps, 3 blocks: the best of 12 pairs on D1 (H200, 2026-12-04, docs/results/s19-b),
   // 28.7 ms against 30.5 ms for 16 warps x 2 blocks; fewer, larger stages (16 x 1) or more
-  // blocks of fewer warps (8 x 4, 6 x 5) were slower.
+  // blocks of fewer warps (8 x 4, 6 x 5) were slower. Where one sub-band's windows do not fit
+  // that share of the SM (wide spans), fewer blocks per SM (plan_subband_group_schedule_fitting).
   void plan_group_stage2(const PlanData& p, const std::vector<std::int64_t>& sub_offset,
                          const std::vector<std::int64_t>& sub_len, const SmemLimits& limits) {
     int warps = 10, blocks_per_sm = 3;
@@ -256,14 +258,17 @@ class CudaSubbandExecutor final : public Executor {
     }
     const int per_tile = kSubbandGroupTrialsPerWarp * warps;
     const int max_sub = std::min(std::max(t_.nsub(), 1), kSubbandGroupMaxStageSubbands);
-    // Each resident block also reserves 1 KiB of the SM's shared memory.
-    const std::size_t block_bytes =
-        std::min(limits.per_block, limits.per_sm / static_cast<std::size_t>(blocks_per_sm) - 1024);
     const std::size_t off_bytes = static_cast<std::size_t>(per_tile) * max_sub * 4;
-    const std::int64_t area =
-        block_bytes > off_bytes ? static_cast<std::int64_t>((block_bytes - off_bytes) / 16 * 4) : 0;
+    // The row area of a block when b blocks share an SM (each also reserves 1 KiB of it).
+    const auto area_of = [&](int b) -> std::int64_t {
+      const std::size_t block_bytes =
+          std::min(limits.per_block, limits.per_sm / static_cast<std::size_t>(b) - 1024);
+      return block_bytes > off_bytes ? static_cast<std::int64_t>((block_bytes - off_bytes) / 16 * 4)
+                                     : 0;
+    };
     const SubbandGroupSchedule sch =
-        plan_subband_group_schedule(t_, sub_offset, sub_len, kSubbandBlockSamples, area, max_sub);
+        plan_subband_group_schedule_fitting(t_, sub_offset, sub_len, kSubbandBlockSamples, max_sub,
+                                            blocks_per_sm, area_of, &blocks_per_sm_);
     const auto tiles = plan_tiles(per_tile);
     g2_.tile_coarse = tiles[0];
     g2_.tile_first = tiles[1];
@@ -509,6 +514,7 @@ class CudaSubbandExecutor final : public Executor {
   DeviceArray<SubbandGroupRow> rows_dev_;
   DeviceArray<SubbandGroupStage> stages_dev_;
   int ntiles_ = 0, nstages_ = 0;
+  int blocks_per_sm_ = 0;  // blocks of the group kernel per SM that the schedule was made for
   std::int64_t planned_out_ = 0;  // output samples the plan was made for
   bool group_kernel_ = true;      // stage 2 by cuda_subband_group.cu, else cuda_subband.cu
 };

@@ -4,6 +4,7 @@
 // CUDA), so that the derivations are tested on the CPU.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -98,6 +99,14 @@ SubbandGroupSchedule plan_subband_group_schedule(const SubbandTables& t,
                                                  const std::vector<std::int64_t>& sub_len,
                                                  int block, std::int64_t area_words,
                                                  int max_subbands);
+
+/// The schedule for the most blocks per SM, from `blocks` down to 1, whose row area
+/// `area_of(b)` holds each sub-band's windows (wide spans need more of the SM per block); sets
+/// *blocks_used. Throws unsupported, naming the sub-band, when area_of(1) does not hold them.
+SubbandGroupSchedule plan_subband_group_schedule_fitting(
+    const SubbandTables& t, const std::vector<std::int64_t>& sub_offset,
+    const std::vector<std::int64_t>& sub_len, int block, int max_subbands, int blocks,
+    const std::function<std::int64_t(int)>& area_of, int* blocks_used);
 
 // ---------------------------------------------------------------------------------------------
 // FDMT (fdmt_plan.cpp)

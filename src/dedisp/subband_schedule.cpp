@@ -76,6 +76,9 @@ SubbandGroupSchedule plan_subband_group_schedule(const SubbandTables& t,
             sub_offset[static_cast<std::size_t>(s)] + static_cast<std::int64_t>(q0 + p) * len + lo;
         r.limit = len - lo;
         r.len = (block + t.max_shift[qs] - lo + 3) / 4 * 4;
+        if (r.src < 0)  // shifts are >= 0 (delays at DM >= 0 relative to the sub-band's top)
+          fail(ErrorCategory::unsupported,
+               "sub-band stage 2: a negative shift (a window before its row's start)");
         r.dst = static_cast<std::int32_t>(words);
         dst[qs] = r.dst;
         words += r.len;
@@ -98,6 +101,22 @@ SubbandGroupSchedule plan_subband_group_schedule(const SubbandTables& t,
     }
   }
   return g;
+}
+
+SubbandGroupSchedule plan_subband_group_schedule_fitting(
+    const SubbandTables& t, const std::vector<std::int64_t>& sub_offset,
+    const std::vector<std::int64_t>& sub_len, int block, int max_subbands, int blocks,
+    const std::function<std::int64_t(int)>& area_of, int* blocks_used) {
+  for (int b = std::max(blocks, 1);; --b) {
+    try {
+      SubbandGroupSchedule g =
+          plan_subband_group_schedule(t, sub_offset, sub_len, block, area_of(b), max_subbands);
+      *blocks_used = b;
+      return g;
+    } catch (const Error& e) {
+      if (b == 1 || e.category() != ErrorCategory::unsupported) throw;
+    }
+  }
 }
 
 }  // namespace warpbeam::dedisp::detail
