@@ -557,10 +557,17 @@ void add_pipeline_command(CLI::App& app) {
       "only the voltages go there and only RFI statistics and peaks come back. Several GPUs "
       "(--gpus) or MPI ranks (mpirun -n N warpbeam pipeline ...) share the work (--split); the "
       "candidates are the same as one worker finds.");
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
     if (o->listen.empty() == o->in.empty())
       fail(ErrorCategory::invalid_argument,
            "give either IN (a voltage file) or --listen spead://...");
+    // The live stream's options mean nothing for a file: refused, not ignored.
+    if (o->listen.empty())
+      for (const char* opt : {"--blocks", "--duration", "--ring-blocks", "--socket-buffer",
+                              "--capture-core", "--idle-timeout", "--http"})
+        if (cmd->count(opt) > 0)
+          fail(ErrorCategory::invalid_argument, "{} is for --listen (a live stream), not a file",
+               opt);
     if (!o->listen.empty())
       return naming_flags(kSearchFlags,
                           [&] { naming_flags(kPipelineFlags, [&] { run_listen(*o); }); });
