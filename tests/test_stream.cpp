@@ -702,6 +702,26 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
   }
 }
 
+// A listener stopped by a signal before any sender started says so (a new user's trial of
+// 2026-12-03, finding 3: it said "the stream ended before its description arrived"), exits 1,
+// and leaves no output folder: nothing was searched.
+TEST(StreamCli, PipelineListenerStoppedBeforeItsStreamSaysSo) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  wbtest::TempDir d;
+  wbtest::Background live(
+      fmt::format("pipeline --listen spead://127.0.0.1:0 --grid azel:170:190:2:60:70:2 --out {}",
+                  d.file("out")),
+      d.file("o.txt"), d.file("e.txt"));
+  ASSERT_TRUE(live.started());
+  ASSERT_FALSE(live.wait_for_err("listening on spead://", 30).empty()) << live.err();
+  live.signal(SIGTERM);
+  EXPECT_EQ(live.wait(30), 1) << live.err();
+  EXPECT_NE(live.err().find("interrupted (signal 15) before the stream's description arrived"),
+            std::string::npos)
+      << live.err();
+  EXPECT_FALSE(std::filesystem::exists(d.file("out"))) << live.err();
+}
+
 // A voltage file without one whole block: `send voltages` says so (it read on past the reader's
 // end and reported the block's data as "a GUPPI header without an END card": a new user's try of
 // 2026-12-02 on ../shared/data/baseband/sample_vegas.raw).

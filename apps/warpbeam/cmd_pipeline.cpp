@@ -201,9 +201,15 @@ void run_listen(PipelineOptions& o) {
   fmt::print(stderr, "warpbeam pipeline: listening on spead://{}:{}{}\n", sc.listen.host,
              capture.port(),
              server ? fmt::format("; status page http://{}:{}/", http->host, server->port()) : "");
-  if (!capture.wait_for_info(-1, [] { return stream::StopOnSignals::requested(); }))
+  if (!capture.wait_for_info(-1, [] { return stream::StopOnSignals::requested(); })) {
+    if (stream::StopOnSignals::requested())  // a listener stopped before its sender started
+      fail(ErrorCategory::io,
+           "{}: interrupted (signal {}) before the stream's description arrived: nothing was "
+           "searched",
+           sc.listen.to_string(), stream::StopOnSignals::signal());
     fail(ErrorCategory::io, "{}: the stream ended before its description arrived",
          sc.listen.to_string());
+  }
   const io::VoltageStreamInfo info = capture.info();
   o.in = info.source_name;
   const auto started = std::chrono::steady_clock::now();  // --duration counts from here
