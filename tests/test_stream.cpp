@@ -685,6 +685,15 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
        "--blocks", 2},
       {fmt::format("send voltages {} udp://127.0.0.1:7148", d.file("garbage.tbf")), "spead://", 2},
   };
+  // A beamformer the backend has not (findings 4 and 5 of the same trial: found only once the
+  // stream's description came, exit 1), live and from a file: exit 2 before listening or reading.
+  for (const std::string& src :
+       std::vector<std::string>{"--listen spead://127.0.0.1:7148", d.file("garbage.tbf")})
+    for (const char* alg : {"tensor-int8-stream", "register-stream", "cublas-fp16"})
+      cases.push_back({fmt::format("pipeline {} --grid azel:170:190:2:60:70:2 --backend cpu "
+                                   "--algorithm {} --out {}",
+                                   src, alg, d.file("out")),
+                       "needs the CUDA backend", 2});
   // The live-only options of `pipeline` given with a file (a new user's trial of 2026-12-03,
   // finding 7: they were ignored): each refused by name, before the file is opened.
   for (const char* opt : {"--blocks 4", "--duration 5", "--ring-blocks 8", "--socket-buffer 64",
