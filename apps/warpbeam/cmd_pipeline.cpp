@@ -331,29 +331,59 @@ void run_listen(PipelineOptions& o) {
   if (next == 0)
     fail(ErrorCategory::io, "{}: {} before the first block: nothing to search",
          sc.listen.to_string(), reason);
-  pipeline::PipelineResult r = plan.finish();
-  publish();  // the candidates the end made final
-  const double after_end_s = since(t_end);
-  counters.candidates = static_cast<std::int64_t>(r.candidates.size());
   if (heaps_per_block == 0) heaps_per_block = capture.heaps_per_block();
-  const std::int64_t dropped_heaps = counters.dropped_blocks.load() * heaps_per_block;
-  const std::int64_t lost =
-      std::max<std::int64_t>(next * heaps_per_block - heaps_searched - dropped_heaps, 0);
-  nlohmann::json k = counters.to_json();
-  o.stream_record = {
-      {"address", sc.listen.to_string()},
-      {"ended_by", reason},
-      {"open_ended", open_ended},
-      {"blocks_searched", next},
-      {"lost_packets", lost},
-      {"heaps_per_block", heaps_per_block},
-      {"heaps_searched", heaps_searched},
-      {"dropped_blocks", k["dropped_blocks"]},
-      {"unsearched_blocks", unsearched},
-      {"unsearched_heaps", unsearched_heaps},
-      {"zero_filled_blocks", missing},
-      {"seconds", {{"waiting", waiting_s}, {"engine", engine_s}, {"after_end", after_end_s}}},
-      {"counters", k}};
+  // What the stream was, for pipeline.json (after_end_s: the seconds from its end to the
+  // products).
+  const auto stream_record = [&](double after_end_s) {
+    const std::int64_t dropped_heaps = counters.dropped_blocks.load() * heaps_per_block;
+    const std::int64_t lost =
+        std::max<std::int64_t>(next * heaps_per_block - heaps_searched - dropped_heaps, 0);
+    nlohmann::json k = counters.to_json();
+    return nlohmann::json{
+        {"address", sc.listen.to_string()},
+        {"ended_by", reason},
+        {"open_ended", open_ended},
+        {"blocks_searched", next},
+        {"lost_packets", lost},
+        {"heaps_per_block", heaps_per_block},
+        {"heaps_searched", heaps_searched},
+        {"dropped_blocks", k["dropped_blocks"]},
+        {"unsearched_blocks", unsearched},
+        {"unsearched_heaps", unsearched_heaps},
+        {"zero_filled_blocks", missing},
+        {"seconds", {{"waiting", waiting_s}, {"engine", engine_s}, {"after_end", after_end_s}}},
+        {"counters", k}};
+  };
+  std::optional<pipeline::PipelineResult> result;
+  try {
+    result = plan.finish();
+  } catch (const Error& e) {
+    // A stream that ended shorter than the search needs (the dispersion delay and a gulp): the
+    // file path refuses such a file before the run, a live stream's end comes unannounced. The
+    // run failed, but what the stream was stays on record (a new user's trial of 2026-12-03,
+    // finding 2: it exited 2 with the file's advice and left nothing).
+    if (e.category() != ErrorCategory::invalid_argument) throw;
+    o.stream_record = stream_record(since(t_end));
+    const nlohmann::json summary = {{"provenance", provenance()},
+                                    {"input", o.in},
+                                    {"parameters", c.to_json()},
+                                    {"error", e.what()},
+                                    {"stream", o.stream_record}};
+    const std::string record = (std::filesystem::path(o.out) / "pipeline.json").string();
+    StagedOutputs staged;
+    io::write_text_file(staged.temp(record), summary.dump(2) + "\n");
+    if (!o.json.empty()) io::write_text_file(staged.temp(o.json), summary.dump(2) + "\n");
+    staged.commit();
+    folder.keep();
+    fail(ErrorCategory::io,
+         "{}: {} after {} block(s), too short to search ({}); the stream's "
+         "record is in '{}'",
+         sc.listen.to_string(), reason, next, e.what(), record);
+  }
+  const pipeline::PipelineResult& r = *result;
+  publish();  // the candidates the end made final
+  counters.candidates = static_cast<std::int64_t>(r.candidates.size());
+  o.stream_record = stream_record(since(t_end));
   write_products(o, r, folder);
   live.replaced();
   fmt::print(
@@ -361,7 +391,7 @@ void run_listen(PipelineOptions& o) {
       "warpbeam pipeline: {}: {} block(s) processed, {} dropped (ring full), {} zero-filled, "
       "{} heap(s) lost{}\n",
       reason, counters.blocks_processed.load(), counters.dropped_blocks.load(), missing.size(),
-      lost,
+      o.stream_record["lost_packets"].get<std::int64_t>(),
       unsearched > 0 ? fmt::format(", {} received but not searched (queued at the end)", unsearched)
                      : std::string());
   print_summary(o, r);
