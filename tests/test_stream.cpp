@@ -731,6 +731,31 @@ TEST(StreamCli, PipelineListenerStoppedBeforeItsStreamSaysSo) {
   EXPECT_FALSE(std::filesystem::exists(d.file("out"))) << live.err();
 }
 
+// IPv6 listeners print their address as a URL can hold it, the host in brackets
+// (spead://[::1]:PORT; finding 10 of the same trial: spead://::1:PORT), the status page too.
+TEST(StreamCli, ListenersPrintIpv6AddressesInBrackets) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  const int s6 = ::socket(AF_INET6, SOCK_DGRAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool v6 = s6 >= 0 && ::bind(s6, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  if (s6 >= 0) ::close(s6);
+  if (!v6) GTEST_SKIP() << "no IPv6 loopback on this machine";
+  wbtest::TempDir d;
+  wbtest::Background live(fmt::format("pipeline --listen 'spead://[::1]:0' --http '[::1]:0' --grid "
+                                      "azel:170:190:2:60:70:2 --backend cpu --out {}",
+                                      d.file("out")),
+                          d.file("o.txt"), d.file("e.txt"));
+  ASSERT_TRUE(live.started());
+  EXPECT_FALSE(
+      live.wait_for_err(R"(listening on spead://\[::1\]:\d+; status page http://\[::1\]:\d+/)", 30)
+          .empty())
+      << live.err();
+  live.signal(SIGTERM);
+  EXPECT_EQ(live.wait(30), 1) << live.err();
+}
+
 // A voltage file without one whole block: `send voltages` says so (it read on past the reader's
 // end and reported the block's data as "a GUPPI header without an END card": a new user's try of
 // 2026-12-02 on ../shared/data/baseband/sample_vegas.raw).

@@ -393,10 +393,12 @@ void run_image_listen(const ImageOptions& o) {
   stream::StatusBoard board("warpbeam image --listen " + sc.listen.to_string());
   std::unique_ptr<stream::StatusServer> server;
   if (http) server = std::make_unique<stream::StatusServer>(*http, counters, &line, board);
-  fmt::print(stderr, "warpbeam image: listening on udp://{}:{} ({} blocks of {} MiB{}){}\n",
-             sc.listen.host, capture.port(), sc.ring_blocks, sc.block_bytes() >> 20,
-             capture.ring().pinned() ? ", page-locked" : "",
-             server ? fmt::format("; status page http://{}:{}/", http->host, server->port()) : "");
+  fmt::print(stderr, "warpbeam image: listening on {} ({} blocks of {} MiB{}){}\n",
+             stream::Endpoint{sc.listen.scheme, sc.listen.host, capture.port()}.to_string(),
+             sc.ring_blocks, sc.block_bytes() >> 20, capture.ring().pinned() ? ", page-locked" : "",
+             server ? fmt::format("; status page {}/",
+                                  stream::Endpoint{"http", http->host, server->port()}.to_string())
+                    : "");
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();

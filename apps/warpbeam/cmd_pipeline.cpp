@@ -212,9 +212,12 @@ void run_listen(PipelineOptions& o) {
   stream::StatusBoard board("warpbeam pipeline --listen " + sc.listen.to_string());
   std::unique_ptr<stream::StatusServer> server;
   if (http) server = std::make_unique<stream::StatusServer>(*http, counters, &line, board);
-  fmt::print(stderr, "warpbeam pipeline: listening on spead://{}:{}{}\n", sc.listen.host,
-             capture.port(),
-             server ? fmt::format("; status page http://{}:{}/", http->host, server->port()) : "");
+  // Endpoint::to_string brackets an IPv6 host (spead://[::1]:7148).
+  fmt::print(stderr, "warpbeam pipeline: listening on {}{}\n",
+             stream::Endpoint{sc.listen.scheme, sc.listen.host, capture.port()}.to_string(),
+             server ? fmt::format("; status page {}/",
+                                  stream::Endpoint{"http", http->host, server->port()}.to_string())
+                    : "");
   if (!capture.wait_for_info(-1, [] { return stream::StopOnSignals::requested(); })) {
     if (stream::StopOnSignals::requested())  // a listener stopped before its sender started
       fail(ErrorCategory::io,
