@@ -723,8 +723,12 @@ TEST(StreamCli, PipelineListenerStoppedBeforeItsStreamSaysSo) {
       d.file("o.txt"), d.file("e.txt"));
   ASSERT_TRUE(live.started());
   ASSERT_FALSE(live.wait_for_err("listening on spead://", 30).empty()) << live.err();
+  // The status line says what it waits for (finding 10: "ring 0/0" before any packet).
+  EXPECT_FALSE(live.wait_for_err("waiting for the stream \\(no packet yet\\)", 30).empty())
+      << live.err();
   live.signal(SIGTERM);
   EXPECT_EQ(live.wait(30), 1) << live.err();
+  EXPECT_EQ(live.err().find("ring 0/0"), std::string::npos) << live.err();
   EXPECT_NE(live.err().find("interrupted (signal 15) before the stream's description arrived"),
             std::string::npos)
       << live.err();

@@ -75,7 +75,14 @@ void StatusLine::loop() {
   while (!cv_.wait_for(lock, period, [&] { return stop_; })) {
     meter_.update(c_);
     if (!out_) continue;
-    // One line per second (not redrawn): an unattended run's log keeps every one.
+    // One line per second (not redrawn): an unattended run's log keeps every one. Before the
+    // first packet there is no ring yet (a SPEAD capture sizes it from the stream's
+    // description): say what the run waits for rather than "ring 0/0".
+    if (c_.packets.load() == 0 && c_.ring_capacity.load() == 0) {
+      fmt::print(out_, "{}: waiting for the stream (no packet yet)\n", label_);
+      std::fflush(out_);
+      continue;
+    }
     fmt::print(out_,
                "{}: in {:.3f} GB/s, processed {:.3f} GB/s, ring {}/{}, {} packets ({} lost, {} "
                "late, {} dup), {} blocks ({} dropped)\n",
