@@ -212,9 +212,11 @@ void run_listen(PipelineOptions& o) {
   stream::StatusBoard board("warpbeam pipeline --listen " + sc.listen.to_string());
   std::unique_ptr<stream::StatusServer> server;
   if (http) server = std::make_unique<stream::StatusServer>(*http, counters, &line, board);
-  // Endpoint::to_string brackets an IPv6 host (spead://[::1]:7148).
-  fmt::print(stderr, "warpbeam pipeline: listening on {}{}\n",
-             stream::Endpoint{sc.listen.scheme, sc.listen.host, capture.port()}.to_string(),
+  // The address bound (port 0 asks the kernel for one); Endpoint::to_string brackets an IPv6
+  // host (spead://[::1]:7148).
+  const std::string address =
+      stream::Endpoint{sc.listen.scheme, sc.listen.host, capture.port()}.to_string();
+  fmt::print(stderr, "warpbeam pipeline: listening on {}{}\n", address,
              server ? fmt::format("; status page {}/",
                                   stream::Endpoint{"http", http->host, server->port()}.to_string())
                     : "");
@@ -223,9 +225,8 @@ void run_listen(PipelineOptions& o) {
       fail(ErrorCategory::io,
            "{}: interrupted (signal {}) before the stream's description arrived: nothing was "
            "searched",
-           sc.listen.to_string(), stream::StopOnSignals::signal());
-    fail(ErrorCategory::io, "{}: the stream ended before its description arrived",
-         sc.listen.to_string());
+           address, stream::StopOnSignals::signal());
+    fail(ErrorCategory::io, "{}: the stream ended before its description arrived", address);
   }
   const io::VoltageStreamInfo info = capture.info();
   o.in = info.source_name;
@@ -332,8 +333,7 @@ void run_listen(PipelineOptions& o) {
   if (!open_ended)
     feed_zeros(o.blocks);  // the blocks that never came (the run ended early, or the stream short)
   if (next == 0)
-    fail(ErrorCategory::io, "{}: {} before the first block: nothing to search",
-         sc.listen.to_string(), reason);
+    fail(ErrorCategory::io, "{}: {} before the first block: nothing to search", address, reason);
   if (heaps_per_block == 0) heaps_per_block = capture.heaps_per_block();
   // What the stream was, for pipeline.json (after_end_s: the seconds from its end to the
   // products).
@@ -343,7 +343,7 @@ void run_listen(PipelineOptions& o) {
         std::max<std::int64_t>(next * heaps_per_block - heaps_searched - dropped_heaps, 0);
     nlohmann::json k = counters.to_json();
     return nlohmann::json{
-        {"address", sc.listen.to_string()},
+        {"address", address},
         {"ended_by", reason},
         {"open_ended", open_ended},
         {"blocks_searched", next},
@@ -381,7 +381,7 @@ void run_listen(PipelineOptions& o) {
     fail(ErrorCategory::io,
          "{}: {} after {} block(s), too short to search ({}); the stream's "
          "record is in '{}'",
-         sc.listen.to_string(), reason, next, e.what(), record);
+         address, reason, next, e.what(), record);
   }
   const pipeline::PipelineResult& r = *result;
   publish();  // the candidates the end made final
