@@ -696,8 +696,9 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
                        "needs the CUDA backend", 2});
   // The live-only options of `pipeline` given with a file (a new user's trial of 2026-12-03,
   // finding 7: they were ignored): each refused by name, before the file is opened.
-  for (const char* opt : {"--blocks 4", "--duration 5", "--ring-blocks 8", "--socket-buffer 64",
-                          "--capture-core 1", "--idle-timeout 3", "--http 127.0.0.1:9100"})
+  for (const char* opt :
+       {"--blocks 4", "--duration 5", "--ring-blocks 8", "--socket-buffer 64", "--capture-core 1",
+        "--idle-timeout 3", "--start-timeout 3", "--http 127.0.0.1:9100"})
     cases.push_back({fmt::format("pipeline {} --grid azel:170:190:2:60:70:2 {} --out {}",
                                  d.file("garbage.tbf"), opt, d.file("out")),
                      std::string(opt).substr(0, std::string(opt).find(' ')) + " is for --listen",
@@ -733,6 +734,25 @@ TEST(StreamCli, PipelineListenerStoppedBeforeItsStreamSaysSo) {
             std::string::npos)
       << live.err();
   EXPECT_FALSE(std::filesystem::exists(d.file("out"))) << live.err();
+}
+
+// --start-timeout bounds the wait for a stream that never starts (finding 3 of the same trial:
+// no option did, --idle-timeout counts from the first packet): exit 1 saying so, no folder.
+TEST(StreamCli, PipelineStartTimeoutEndsAListenerWhoseStreamNeverStarts) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  wbtest::TempDir d;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = wbtest::run_cli(fmt::format(
+      "pipeline --listen spead://127.0.0.1:0 --start-timeout 1.5 --grid azel:170:190:2:60:70:2 "
+      "--backend cpu --out {}",
+      d.file("out")));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("no stream within 1.5 s of listening (--start-timeout)"), std::string::npos)
+      << r.err;
+  EXPECT_GE(took, 1.5);
+  EXPECT_LT(took, 30.0);
+  EXPECT_FALSE(std::filesystem::exists(d.file("out")));
 }
 
 // IPv6 listeners print their address as a URL can hold it, the host in brackets

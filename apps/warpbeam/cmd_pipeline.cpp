@@ -48,7 +48,7 @@ struct PipelineOptions {
   std::string listen, http;
   std::int64_t blocks = 0;
   int ring_blocks = 8, socket_buffer_mib = 256, capture_core = -1;
-  double idle_timeout = 0, duration = 0, test_block_delay_ms = 0;
+  double idle_timeout = 0, duration = 0, start_timeout = 0, test_block_delay_ms = 0;
   nlohmann::json stream_record;  // the live run's counters (pipeline.json's "stream")
 };
 
@@ -164,6 +164,7 @@ void check_algorithm_backend(beamform::Algorithm a, Backend backend) {
 void run_listen(PipelineOptions& o) {
   auto& c = o.config;
   require_range("--duration", o.duration, 0.0, 1e9);  // CLI11's Range lets NaN through
+  require_range("--start-timeout", o.start_timeout, 0.0, 1e9);
   apply_search_options(c.search, c.run, o.no_zero_dm, o.zap_chans, o.memory_mib, o.gpu_memory_mib);
   c.integration = o.integrate;
   c.algorithm = beamform::parse_algorithm(o.algorithm);
@@ -220,12 +221,21 @@ void run_listen(PipelineOptions& o) {
              server ? fmt::format("; status page {}/",
                                   stream::Endpoint{"http", http->host, server->port()}.to_string())
                     : "");
-  if (!capture.wait_for_info(-1, [] { return stream::StopOnSignals::requested(); })) {
+  const auto listening = std::chrono::steady_clock::now();
+  if (!capture.wait_for_info(o.start_timeout > 0 ? o.start_timeout : -1,
+                             [] { return stream::StopOnSignals::requested(); })) {
     if (stream::StopOnSignals::requested())  // a listener stopped before its sender started
       fail(ErrorCategory::io,
            "{}: interrupted (signal {}) before the stream's description arrived: nothing was "
            "searched",
            address, stream::StopOnSignals::signal());
+    if (o.start_timeout > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - listening).count() >=
+            o.start_timeout)
+      fail(ErrorCategory::io,
+           "{}: no stream within {} s of listening (--start-timeout): nothing "
+           "was searched",
+           address, o.start_timeout);
     fail(ErrorCategory::io, "{}: the stream ended before its description arrived", address);
   }
   const io::VoltageStreamInfo info = capture.info();
@@ -528,6 +538,10 @@ void add_pipeline_command(CLI::App& app) {
                   "packet: a listener waits for its stream to start (0: at the stream's stop "
                   "heap)")
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--start-timeout", o->start_timeout,
+                  "--listen: give up (exit 1, no products) when no stream has started this many "
+                  "seconds after listening (0: wait until a signal)")
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--http", o->http,
                   "--listen: serve /metrics (Prometheus) and a live page at 127.0.0.1:PORT");
   cmd->add_option("--test-block-delay-ms", o->test_block_delay_ms)
@@ -618,7 +632,7 @@ void add_pipeline_command(CLI::App& app) {
     // The live stream's options mean nothing for a file: refused, not ignored.
     if (o->listen.empty())
       for (const char* opt : {"--blocks", "--duration", "--ring-blocks", "--socket-buffer",
-                              "--capture-core", "--idle-timeout", "--http"})
+                              "--capture-core", "--idle-timeout", "--start-timeout", "--http"})
         if (cmd->count(opt) > 0)
           fail(ErrorCategory::invalid_argument, "{} is for --listen (a live stream), not a file",
                opt);
