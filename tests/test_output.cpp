@@ -101,6 +101,9 @@ TEST(OutputRule, MissingFolderAndLongNameAreRefusedBeforeWork) {
   wbtest::TempDir dir;
   auto e = io_error([&] { io::check_outputs({dir.file("no/such/x.cand")}); });
   EXPECT_TRUE(contains(e, "does not exist")) << e;
+  { std::ofstream(dir.file("plain")) << "x"; }  // a file where the folder should be
+  e = io_error([&] { io::check_outputs({dir.file("plain/x.cand")}); });
+  EXPECT_TRUE(contains(e, "plain' is a file, not a folder")) << e;
   e = io_error([&] { io::check_outputs({dir.file(std::string(250, 'x') + ".cand")}); });
   EXPECT_TRUE(contains(e, "too long")) << e;
   EXPECT_TRUE(contains(io_error([&] { io::check_outputs({""}, {}); }), "")) << "empty is skipped";

@@ -226,6 +226,21 @@ TEST(PipelineCli, BadInputsGiveClearErrorsAndNoOutput) {
   EXPECT_EQ(f.exit_code, 1) << f.err;
   EXPECT_NE(f.err.find("it is a file"), std::string::npos) << f.err;
   EXPECT_EQ(wbtest::slurp(dir.file("afile")), "x");
+  // A folder under that file, and a link to nowhere, each named for what they are (a new user's
+  // trial of 2026-12-03: "the folder 'afile' does not exist", "File exists"); the link stays.
+  const auto u = wbtest::run_cli("pipeline '" + obs.raw + "' " + beams + i8 + " --out '" +
+                                 dir.file("afile/sub") + "'" + common);
+  EXPECT_EQ(u.exit_code, 1) << u.err;
+  EXPECT_NE(u.err.find("afile' is a file, not a folder"), std::string::npos) << u.err;
+  std::filesystem::create_symlink(dir.file("nowhere"), dir.file("dangling"));
+  const auto l = wbtest::run_cli("pipeline '" + obs.raw + "' " + beams + i8 + " --out '" +
+                                 dir.file("dangling") + "'" + common);
+  EXPECT_EQ(l.exit_code, 1) << l.err;
+  EXPECT_NE(l.err.find("is a symbolic link to '" + dir.file("nowhere") + "', which does not exist"),
+            std::string::npos)
+      << l.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("dangling")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("nowhere")));
   // An --out with a trailing '/' is the folder (the README's `--out cands/`).
   const auto t = wbtest::run_cli("pipeline '" + obs.raw + "' " + beams + i8 + " --out '" +
                                  dir.file("slash") + "/'" + common);

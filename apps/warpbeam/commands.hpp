@@ -35,10 +35,16 @@ class OutputFolder {
     if (fs::exists(dir_, ec))
       throw Error(ErrorCategory::io,
                   "cannot use '" + dir_ + "' as the output folder: it is a file");
+    // A link whose target is missing: never replaced, and named as what it is.
+    if (fs::is_symlink(fs::symlink_status(dir_, ec)))
+      throw Error(ErrorCategory::io,
+                  "cannot use '" + dir_ + "' as the output folder: it is a symbolic link to '" +
+                      fs::read_symlink(dir_, ec).string() + "', which does not exist");
     const fs::path parent = parent_folder(dir_);
     if (!parent.empty() && parent != fs::path(dir_).root_path() && !fs::is_directory(parent, ec))
-      throw Error(ErrorCategory::io, "cannot create '" + dir_ + "': the folder '" +
-                                         parent.string() + "' does not exist");
+      throw Error(ErrorCategory::io,
+                  "cannot create '" + dir_ + "': '" + parent.string() +
+                      (fs::exists(parent, ec) ? "' is a file, not a folder" : "' does not exist"));
     if (!fs::create_directory(dir_, ec) || ec)
       throw Error(ErrorCategory::io, "cannot create the folder '" + dir_ + "': " + ec.message());
     created_ = true;

@@ -95,7 +95,17 @@ std::string target_of(const std::string& path, std::size_t reserve) {
   for (int links = 0;; ++links) {
     struct stat st {};
     if (::lstat(p.c_str(), &st) != 0) {
-      if (errno != ENOENT) refuse(path, std::strerror(errno));
+      const int err = errno;
+      if (err == ENOTDIR) {  // a file where a folder of the path should be: name it
+        struct stat as {};
+        for (fs::path a = p.parent_path(); !a.empty() && a != a.root_path(); a = a.parent_path())
+          if (::stat(a.c_str(), &as) == 0) {
+            if (!S_ISDIR(as.st_mode))
+              refuse(path, fmt::format("'{}' is a file, not a folder", a.string()));
+            break;
+          }
+      }
+      if (err != ENOENT) refuse(path, std::strerror(err));
       if (!p.has_filename()) refuse(path, "the path names a folder: give a file name");
       break;  // a new file
     }
@@ -111,8 +121,9 @@ std::string target_of(const std::string& path, std::size_t reserve) {
   }
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   struct stat ds {};
-  if (::stat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode))
+  if (::stat(dir.c_str(), &ds) != 0)
     refuse(path, fmt::format("the folder '{}' does not exist", dir.string()));
+  if (!S_ISDIR(ds.st_mode)) refuse(path, fmt::format("'{}' is a file, not a folder", dir.string()));
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     refuse(path, fmt::format("the folder '{}' cannot be written: {}", dir.string(),
                              std::strerror(errno)));
