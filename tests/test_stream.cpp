@@ -736,6 +736,23 @@ TEST(StreamCli, PipelineListenerStoppedBeforeItsStreamSaysSo) {
   EXPECT_FALSE(std::filesystem::exists(d.file("out"))) << live.err();
 }
 
+// A listener whose stderr reader has gone (`| head -1`) ends cleanly on SIGPIPE: no empty
+// candidates.cand left behind to refuse the next run into the folder (a new user's trial of
+// 2026-12-04: the default action killed it mid-way).
+TEST(StreamCli, PipelineListenerWhoseStderrReaderLeftLeavesNoFolder) {
+  if (!stream::spead_supported()) GTEST_SKIP() << "this build has no spead2";
+  wbtest::TempDir d;
+  const std::string cmd = fmt::format(
+      "timeout 60 sh -c \"'{}' pipeline --listen spead://127.0.0.1:0 --grid "
+      "azel:170:190:2:60:70:2 --backend cpu --out '{}' 2>&1 | head -1 >'{}'\"",
+      WARPBEAM_CLI_PATH, d.file("out"), d.file("first.txt"));
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st)) << cmd;
+  EXPECT_NE(WEXITSTATUS(st), 124) << "still running after 60 s: " << cmd;
+  EXPECT_NE(wbtest::slurp(d.file("first.txt")).find("listening on spead://"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(d.file("out")));
+}
+
 // --start-timeout bounds the wait for a stream that never starts (finding 3 of the same trial:
 // no option did, --idle-timeout counts from the first packet): exit 1 saying so, no folder.
 TEST(StreamCli, PipelineStartTimeoutEndsAListenerWhoseStreamNeverStarts) {

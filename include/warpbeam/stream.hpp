@@ -222,6 +222,7 @@ class StatusLine {
 
  private:
   void loop();
+  void print_line() const;  // one status line to out_ (throws where it cannot be written)
   const StreamCounters& c_;
   std::string label_;
   std::FILE* out_;
@@ -240,7 +241,9 @@ class StatusLine {
 /// While it lives, SIGINT, SIGTERM and SIGHUP set a flag instead of ending the process, so that
 /// a live run finishes the block in hand and closes every product; a second signal ends the
 /// process as before (removing temporary files: io::remove_temps_on_signals). Restores the
-/// previous handlers when destroyed. One at a time per process.
+/// previous handlers when destroyed. SIGPIPE (stderr piped to a reader that has gone) sets the
+/// flag too but never escalates: each later write to the pipe raises it again. One at a time per
+/// process.
 class StopOnSignals {
  public:
   StopOnSignals();

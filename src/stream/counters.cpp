@@ -75,23 +75,33 @@ void StatusLine::loop() {
   while (!cv_.wait_for(lock, period, [&] { return stop_; })) {
     meter_.update(c_);
     if (!out_) continue;
-    // One line per second (not redrawn): an unattended run's log keeps every one. Before the
-    // first packet there is no ring yet (a SPEAD capture sizes it from the stream's
-    // description): say what the run waits for rather than "ring 0/0".
-    if (c_.packets.load() == 0 && c_.ring_capacity.load() == 0) {
-      fmt::print(out_, "{}: waiting for the stream (no packet yet)\n", label_);
-      std::fflush(out_);
-      continue;
+    // One line per second (not redrawn): an unattended run's log keeps every one. A stream that
+    // cannot be written (a closed pipe: EPIPE) ends the line, not the process: an exception leaving
+    // this thread would terminate it before the run's clean-up.
+    try {
+      print_line();
+    } catch (const std::exception&) {
+      out_ = nullptr;
     }
-    fmt::print(out_,
-               "{}: in {:.3f} GB/s, processed {:.3f} GB/s, ring {}/{}, {} packets ({} lost, {} "
-               "late, {} dup), {} blocks ({} dropped)\n",
-               label_, meter_.in_bytes_per_s / 1e9, meter_.done_bytes_per_s / 1e9,
-               c_.ring_filled.load(), c_.ring_capacity.load(), c_.packets.load(),
-               c_.lost_packets.load(), c_.late.load(), c_.duplicates.load(),
-               c_.blocks_processed.load(), c_.dropped_blocks.load());
-    std::fflush(out_);
   }
+}
+
+// Before the first packet there is no ring yet (a SPEAD capture sizes it from the stream's
+// description): the line says what the run waits for rather than "ring 0/0".
+void StatusLine::print_line() const {
+  if (c_.packets.load() == 0 && c_.ring_capacity.load() == 0) {
+    fmt::print(out_, "{}: waiting for the stream (no packet yet)\n", label_);
+    std::fflush(out_);
+    return;
+  }
+  fmt::print(out_,
+             "{}: in {:.3f} GB/s, processed {:.3f} GB/s, ring {}/{}, {} packets ({} lost, {} "
+             "late, {} dup), {} blocks ({} dropped)\n",
+             label_, meter_.in_bytes_per_s / 1e9, meter_.done_bytes_per_s / 1e9,
+             c_.ring_filled.load(), c_.ring_capacity.load(), c_.packets.load(),
+             c_.lost_packets.load(), c_.late.load(), c_.duplicates.load(),
+             c_.blocks_processed.load(), c_.dropped_blocks.load());
+  std::fflush(out_);
 }
 
 }  // namespace warpbeam::stream
