@@ -417,6 +417,13 @@ TEST(BeamformWeights, GeometryGainsMaskAndHorizon) {
         compute_weights(g, {{Frame::direction_cosines, 0.8, 0.7}}, f, 2);
       },
       ErrorCategory::invalid_argument, "horizon");
+  // Every antenna masked: refused, not formed as zero beams.
+  g.mask.assign(32, 0);
+  expect_error(
+      [&] {
+        compute_weights(g, {{Frame::azel, 0, 1}}, f, 2);
+      },
+      ErrorCategory::invalid_argument, "no antenna is left");
   g.mask.resize(3);
   expect_error(
       [&] {

@@ -322,12 +322,12 @@ TEST(BeamformCli, BadInputsGiveClearErrorsAndNoOutput) {
                       dir.file("o3") + "'");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("o3")));
-  // A CUDA-only algorithm on the CPU (the name parses: the error names the backend), and a name
-  // that is none.
+  // A CUDA-only algorithm with --backend cpu (the name parses: the error names the backend; a
+  // command line that cannot work, exit 2, as the pipeline's), and a name that is none.
   r = wbtest::run_cli("beamform '" + raw + "' --grid azel:180:180:1:60:60:1 --out '" +
                       dir.file("o4") + "' --backend cpu --algorithm tensor-int8");
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("tensor-int8 beamformer needs the CUDA backend"), std::string::npos)
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--algorithm tensor-int8 needs the CUDA backend"), std::string::npos)
       << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("o4")));
   r = wbtest::run_cli("beamform '" + raw + "' --grid azel:180:180:1:60:60:1 --out '" +

@@ -21,6 +21,25 @@
 
 namespace warpbeam::cli {
 
+/// --algorithm against the backend the run will use, before any input is read or any stream
+/// awaited (a new user's trial of 2026-12-03, findings 4 and 5: the live pipeline found the
+/// conflict only when the stream's description came). The CPU beamformer is the register-tiled
+/// one: another algorithm with --backend cpu is a command line that cannot work
+/// (invalid_argument, exit 2); with --backend auto on a machine without a visible GPU, it is
+/// something this machine does not support (unsupported, exit 1), as --backend cuda there.
+inline void check_algorithm_backend(beamform::Algorithm a, Backend backend) {
+  if (a == beamform::Algorithm::automatic || a == beamform::Algorithm::register_tiled) return;
+  if (backend == Backend::cpu)
+    fail(ErrorCategory::invalid_argument,
+         "--algorithm {} needs the CUDA backend (with --backend cpu the beams are formed by "
+         "register-tiled)",
+         beamform::to_string(a));
+  if (resolve_backend(backend) == Backend::cpu)
+    fail(ErrorCategory::unsupported,
+         "--algorithm {} needs the CUDA backend, and no CUDA device is visible",
+         beamform::to_string(a));
+}
+
 /// "best2" or a text file of antenna positions, one "EAST NORTH UP" (m) per line ('#' comments);
 /// `site` "LON_DEG,LAT_DEG,HEIGHT_M" overrides the observatory (default: Medicina, BEST-2's).
 inline beamform::ArrayGeometry load_array(const std::string& spec, const std::string& site) {

@@ -93,6 +93,7 @@ void run(const BeamformOptions& o) {
   c.integration = o.integrate;
   c.sum_pols = o.sum_pols;
   c.algorithm = beamform::parse_algorithm(o.algorithm);
+  check_algorithm_backend(c.algorithm, parse_backend(o.backend));
   c.int8_weights = o.int8_weights;
   if (c.nsamples % c.integration != 0)
     fail(ErrorCategory::invalid_argument, "--integrate {} must divide the {} samples of a block",

@@ -148,19 +148,6 @@ nlohmann::json board_line(const search::Candidate& c) {
 // exception). A block that never came before the last one (dropped because the ring was full,
 // or lost whole) is searched as zeros, and pipeline.json lists it. Candidates are appended to
 // DIR/candidates.cand as they become final (LiveCandidates).
-// --algorithm against the backend the run will use, before any input is read or any stream
-// awaited (a new user's trial of 2026-12-03, findings 4 and 5: the live path found the conflict
-// only when the stream's description came, and both paths exited 1): the CPU beamformer is the
-// register-tiled one.
-void check_algorithm_backend(beamform::Algorithm a, Backend backend) {
-  if (a == beamform::Algorithm::automatic || a == beamform::Algorithm::register_tiled) return;
-  if (resolve_backend(backend) == Backend::cpu)
-    fail(ErrorCategory::invalid_argument,
-         "--algorithm {} needs the CUDA backend (the CPU forms beams with register-tiled){}",
-         beamform::to_string(a),
-         backend == Backend::automatic ? ": no CUDA device is visible" : "");
-}
-
 void run_listen(PipelineOptions& o) {
   auto& c = o.config;
   require_range("--duration", o.duration, 0.0, 1e9);  // CLI11's Range lets NaN through

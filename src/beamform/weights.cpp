@@ -4,6 +4,7 @@
 #include <erfa.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <sstream>
@@ -41,6 +42,11 @@ void ArrayGeometry::validate(int npol) const {
   if (!mask.empty() && mask.size() != enu_m.size())
     fail(ErrorCategory::invalid_argument, "antenna mask has {} entries for {} antennas",
          mask.size(), enu_m.size());
+  // Every beam of a fully masked array is zero: refused rather than formed (a new user's trial of
+  // 2026-12-04: `--mask 0,...,31` wrote all-zero filterbanks and exited 0).
+  if (!mask.empty() && std::none_of(mask.begin(), mask.end(), [](std::uint8_t m) { return m; }))
+    fail(ErrorCategory::invalid_argument,
+         "every one of the {} antennas is masked: no antenna is left to form beams", enu_m.size());
   if (!std::isfinite(site.latitude_rad) || std::abs(site.latitude_rad) > std::numbers::pi / 2)
     fail(ErrorCategory::invalid_argument, "site latitude {} rad is outside [-pi/2, pi/2]",
          site.latitude_rad);
