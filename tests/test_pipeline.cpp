@@ -226,6 +226,10 @@ TEST(PipelineCli, BadInputsGiveClearErrorsAndNoOutput) {
   EXPECT_EQ(f.exit_code, 1) << f.err;
   EXPECT_NE(f.err.find("it is a file"), std::string::npos) << f.err;
   EXPECT_EQ(wbtest::slurp(dir.file("afile")), "x");
+  // An empty --out: a command line that cannot work.
+  const auto e = wbtest::run_cli("pipeline '" + obs.raw + "' " + beams + i8 + " --out ''" + common);
+  EXPECT_EQ(e.exit_code, 2) << e.err;
+  EXPECT_NE(e.err.find("the output folder (--out) is empty"), std::string::npos) << e.err;
   // A folder under that file, and a link to nowhere, each named for what they are (a new user's
   // trial of 2026-12-03: "the folder 'afile' does not exist", "File exists"); the link stays.
   const auto u = wbtest::run_cli("pipeline '" + obs.raw + "' " + beams + i8 + " --out '" +

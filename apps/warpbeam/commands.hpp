@@ -31,6 +31,8 @@ class OutputFolder {
   explicit OutputFolder(const std::string& dir) : dir_(dir) {
     namespace fs = std::filesystem;
     std::error_code ec;
+    if (dir_.empty())  // `--out ''`: a command line that cannot work (exit 2)
+      throw Error(ErrorCategory::invalid_argument, "the output folder (--out) is empty");
     if (fs::is_directory(dir_, ec)) return;
     if (fs::exists(dir_, ec))
       throw Error(ErrorCategory::io,
