@@ -419,6 +419,21 @@ TEST(DedispSubband, GroupScheduleStagesEveryWindowOnceWithinItsArea) {
                      t, off, len, block, 64, 5, [](int) -> std::int64_t { return 100; }, &used),
                  Error);
   }
+  // The benchmarking override of the group kernel's launch: garbage and out-of-range values are
+  // refused, naming the variable; a good one is read.
+  int warps = 0, blocks = 0;
+  dedisp::detail::parse_subband_group_override("10,3", 16, &warps, &blocks);
+  EXPECT_EQ(warps, 10);
+  EXPECT_EQ(blocks, 3);
+  for (const char* bad : {"", "abc", "10", "0,3", "17,3", "10,0", "10,33", ",3", "-1,2"}) {
+    try {
+      dedisp::detail::parse_subband_group_override(bad, 16, &warps, &blocks);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::invalid_argument) << bad;
+      EXPECT_NE(std::string(e.what()).find("WARPBEAM_SUBBAND_GROUP"), std::string::npos) << bad;
+    }
+  }
   // A window larger than the area: unsupported, naming the sub-band.
   const auto c = lband(Algorithm::subband);
   const auto t = dedisp::detail::plan_subbands(c, delay_table(c));

@@ -28,7 +28,7 @@ namespace warpbeam::cli {
 /// (invalid_argument, exit 2); with --backend auto on a machine without a visible GPU, it is
 /// something this machine does not support (unsupported, exit 1), as --backend cuda there.
 inline void check_algorithm_backend(beamform::Algorithm a, Backend backend) {
-  if (a == beamform::Algorithm::automatic || a == beamform::Algorithm::register_tiled) return;
+  if (!beamform::cuda_only(a)) return;
   if (backend == Backend::cpu)
     fail(ErrorCategory::invalid_argument,
          "--algorithm {} needs the CUDA backend (with --backend cpu the beams are formed by "

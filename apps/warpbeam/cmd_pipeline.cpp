@@ -54,16 +54,22 @@ struct PipelineOptions {
 
 // DIR/candidates.cand, candidates.json, pipeline.json (and --json): all or none, and no folder
 // left behind when they fail.
+// pipeline.json's fields of every run, finished or not: provenance, input, parameters, and a
+// live run's stream record.
+nlohmann::json run_summary(const PipelineOptions& o) {
+  nlohmann::json summary = {
+      {"provenance", provenance()}, {"input", o.in}, {"parameters", o.config.to_json()}};
+  if (!o.stream_record.is_null()) summary["stream"] = o.stream_record;
+  return summary;
+}
+
 void write_products(const PipelineOptions& o, const pipeline::PipelineResult& r,
                     OutputFolder& folder) {
   const auto& c = o.config;
   nlohmann::json params = c.to_json();
   params["run"] = r.to_json();
-  nlohmann::json summary = {{"provenance", provenance()},
-                            {"input", o.in},
-                            {"parameters", c.to_json()},
-                            {"result", r.to_json()}};
-  if (!o.stream_record.is_null()) summary["stream"] = o.stream_record;
+  nlohmann::json summary = run_summary(o);
+  summary["result"] = r.to_json();
   StagedOutputs staged;
   const auto path = [&](const char* name) {
     return (std::filesystem::path(o.out) / name).string();
@@ -364,11 +370,8 @@ void run_listen(PipelineOptions& o) {
     // finding 2: it exited 2 with the file's advice and left nothing).
     if (e.category() != ErrorCategory::invalid_argument) throw;
     o.stream_record = stream_record(since(t_end));
-    const nlohmann::json summary = {{"provenance", provenance()},
-                                    {"input", o.in},
-                                    {"parameters", c.to_json()},
-                                    {"error", e.what()},
-                                    {"stream", o.stream_record}};
+    nlohmann::json summary = run_summary(o);
+    summary["error"] = e.what();
     const std::string record = (std::filesystem::path(o.out) / "pipeline.json").string();
     StagedOutputs staged;
     io::write_text_file(staged.temp(record), summary.dump(2) + "\n");

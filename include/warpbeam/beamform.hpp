@@ -77,6 +77,9 @@ bool uses_fp16(Algorithm a);
 /// True for the variants with int8 weights (tensor_int8, tensor_int8_stream: weights quantised to
 /// s8, one scale per channel and beam; see effective_weights()).
 bool uses_int8(Algorithm a);
+/// True for the variants that run on the CUDA backend only (every one but automatic and
+/// register_tiled, the CPU's beamformer).
+bool cuda_only(Algorithm a);
 
 /// Tunables of the CUDA kernels; 0 means "the default measured on the H200".
 ///  register_tiled: a thread holds beams_per_thread x samples_per_thread complex accumulators

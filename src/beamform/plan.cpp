@@ -37,6 +37,10 @@ bool uses_int8(Algorithm a) {
   return a == Algorithm::tensor_int8 || a == Algorithm::tensor_int8_stream;
 }
 
+bool cuda_only(Algorithm a) {
+  return a == Algorithm::register_stream || uses_fp16(a) || uses_int8(a);
+}
+
 Algorithm parse_algorithm(std::string_view s) {
   for (auto a : {Algorithm::automatic, Algorithm::register_tiled, Algorithm::register_stream,
                  Algorithm::tensor_core, Algorithm::cublas_fp16, Algorithm::tensor_int8,
@@ -174,8 +178,7 @@ float round_to_half(float v) {
 
 Algorithm pick_algorithm(const BeamformConfig& c, Backend b) {
   if (b == Backend::cpu) {
-    if (c.algorithm == Algorithm::register_stream || uses_fp16(c.algorithm) ||
-        uses_int8(c.algorithm))
+    if (cuda_only(c.algorithm))
       fail(ErrorCategory::unsupported, "the {} beamformer needs the CUDA backend",
            to_string(c.algorithm));
     return Algorithm::register_tiled;

@@ -249,13 +249,8 @@ class CudaSubbandExecutor final : public Executor {
   void plan_group_stage2(const PlanData& p, const std::vector<std::int64_t>& sub_offset,
                          const std::vector<std::int64_t>& sub_len, const SmemLimits& limits) {
     int warps = 10, blocks_per_sm = 3;
-    if (const char* v = std::getenv("WARPBEAM_SUBBAND_GROUP")) {
-      if (std::sscanf(v, "%d,%d", &warps, &blocks_per_sm) != 2 || warps < 1 ||
-          warps > kSubbandGroupMaxWarps || blocks_per_sm < 1 || blocks_per_sm > 32)
-        fail(ErrorCategory::invalid_argument,
-             "WARPBEAM_SUBBAND_GROUP = '{}': expected WARPS (1-{}),BLOCKS_PER_SM (1-32)", v,
-             kSubbandGroupMaxWarps);
-    }
+    if (const char* v = std::getenv("WARPBEAM_SUBBAND_GROUP"))
+      parse_subband_group_override(v, kSubbandGroupMaxWarps, &warps, &blocks_per_sm);
     const int per_tile = kSubbandGroupTrialsPerWarp * warps;
     const int max_sub = std::min(std::max(t_.nsub(), 1), kSubbandGroupMaxStageSubbands);
     const std::size_t off_bytes = static_cast<std::size_t>(per_tile) * max_sub * 4;

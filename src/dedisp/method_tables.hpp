@@ -108,6 +108,11 @@ SubbandGroupSchedule plan_subband_group_schedule_fitting(
     const std::vector<std::int64_t>& sub_len, int block, int max_subbands, int blocks,
     const std::function<std::int64_t(int)>& area_of, int* blocks_used);
 
+/// The benchmarking override WARPBEAM_SUBBAND_GROUP = "WARPS,BLOCKS_PER_SM" of the group
+/// kernel's launch: sets *warps (1..max_warps) and *blocks (1..32), or throws invalid_argument
+/// naming the variable.
+void parse_subband_group_override(const char* value, int max_warps, int* warps, int* blocks);
+
 // ---------------------------------------------------------------------------------------------
 // FDMT (fdmt_plan.cpp)
 // ---------------------------------------------------------------------------------------------

@@ -12,11 +12,35 @@
 // of 4 words long at a multiple of 4 words, so that the kernel stages it 16 bytes per cp.async:
 // a quarter of the staging instructions of 4-byte copies, which took ~30 % of the kernel's.
 #include <algorithm>
+#include <cstdio>
 
 #include "dedisp/method_tables.hpp"
 #include "warpbeam/format.hpp"
 
 namespace warpbeam::dedisp::detail {
+namespace {
+
+// The window of stage-1 row q of sub-band s (dst left 0): from min_shift rounded down to a
+// 16-byte aligned element of the series buffer, a multiple of 4 words long.
+SubbandGroupRow window_of(const SubbandTables& t, const std::vector<std::int64_t>& sub_offset,
+                          const std::vector<std::int64_t>& sub_len, int block, std::int64_t q,
+                          int s) {
+  const std::size_t qs = static_cast<std::size_t>(q) * static_cast<std::size_t>(t.nsub()) +
+                         static_cast<std::size_t>(s);
+  const std::int64_t len = sub_len[static_cast<std::size_t>(s)];
+  const std::int64_t e = sub_offset[static_cast<std::size_t>(s)] + q * len + t.min_shift[qs];
+  SubbandGroupRow r;
+  const std::int32_t lo = t.min_shift[qs] - static_cast<std::int32_t>(e & 3);
+  r.src = e - (e & 3);
+  r.limit = len - lo;
+  r.len = (block + t.max_shift[qs] - lo + 3) / 4 * 4;
+  if (r.src < 0)  // shifts are >= 0 (delays at DM >= 0 relative to the sub-band's top)
+    fail(ErrorCategory::unsupported,
+         "sub-band stage 2: a negative shift (a window before its row's start)");
+  return r;
+}
+
+}  // namespace
 
 SubbandGroupSchedule plan_subband_group_schedule(const SubbandTables& t,
                                                  const std::vector<std::int64_t>& sub_offset,
@@ -49,16 +73,15 @@ SubbandGroupSchedule plan_subband_group_schedule(const SubbandTables& t,
       words = 0;
     };
     for (int s = 0; s < nsub; ++s) {
-      std::int64_t need = 0;  // words of sub-band s's used windows
+      std::vector<SubbandGroupRow> windows;  // sub-band s's used windows, phase by phase
+      std::int64_t need = 0;                 // and their words
       for (int p = 0; p < np; ++p) {
         const std::size_t qs = at(q0 + p, s);
         if (!t.used[qs]) continue;
-        const std::int64_t e =
-            sub_offset[static_cast<std::size_t>(s)] +
-            static_cast<std::int64_t>(q0 + p) * sub_len[static_cast<std::size_t>(s)] +
-            t.min_shift[qs];
-        lo_a[qs] = t.min_shift[qs] - static_cast<std::int32_t>(e & 3);
-        need += (block + t.max_shift[qs] - lo_a[qs] + 3) / 4 * 4;
+        windows.push_back(window_of(t, sub_offset, sub_len, block, q0 + p, s));
+        lo_a[qs] =
+            static_cast<std::int32_t>(sub_len[static_cast<std::size_t>(s)] - windows.back().limit);
+        need += windows.back().len;
       }
       if (need > area_words)
         fail(ErrorCategory::unsupported,
@@ -66,19 +89,11 @@ SubbandGroupSchedule plan_subband_group_schedule(const SubbandTables& t,
              "the {} that shared memory holds",
              s, t.coarse_dms[static_cast<std::size_t>(j)], need, area_words);
       if (words + need > area_words || st.sub_hi - st.sub_lo == max_subbands) close();
+      std::size_t k = 0;
       for (int p = 0; p < np; ++p) {
         const std::size_t qs = at(q0 + p, s);
         if (!t.used[qs]) continue;
-        SubbandGroupRow r;
-        const std::int32_t lo = lo_a[qs];
-        const std::int64_t len = sub_len[static_cast<std::size_t>(s)];
-        r.src =
-            sub_offset[static_cast<std::size_t>(s)] + static_cast<std::int64_t>(q0 + p) * len + lo;
-        r.limit = len - lo;
-        r.len = (block + t.max_shift[qs] - lo + 3) / 4 * 4;
-        if (r.src < 0)  // shifts are >= 0 (delays at DM >= 0 relative to the sub-band's top)
-          fail(ErrorCategory::unsupported,
-               "sub-band stage 2: a negative shift (a window before its row's start)");
+        SubbandGroupRow r = windows[k++];
         r.dst = static_cast<std::int32_t>(words);
         dst[qs] = r.dst;
         words += r.len;
@@ -107,16 +122,32 @@ SubbandGroupSchedule plan_subband_group_schedule_fitting(
     const SubbandTables& t, const std::vector<std::int64_t>& sub_offset,
     const std::vector<std::int64_t>& sub_len, int block, int max_subbands, int blocks,
     const std::function<std::int64_t(int)>& area_of, int* blocks_used) {
-  for (int b = std::max(blocks, 1);; --b) {
-    try {
-      SubbandGroupSchedule g =
-          plan_subband_group_schedule(t, sub_offset, sub_len, block, area_of(b), max_subbands);
-      *blocks_used = b;
-      return g;
-    } catch (const Error& e) {
-      if (b == 1 || e.category() != ErrorCategory::unsupported) throw;
+  // The words of the largest sub-band's windows of any coarse group: what a stage must hold.
+  std::int64_t most = 0;
+  for (int j = 0; j < t.ncoarse(); ++j)
+    for (int s = 0; s < t.nsub(); ++s) {
+      std::int64_t need = 0;
+      for (std::int32_t q = t.phase_begin[static_cast<std::size_t>(j)];
+           q < t.phase_begin[static_cast<std::size_t>(j) + 1]; ++q)
+        if (t.used[static_cast<std::size_t>(q) * static_cast<std::size_t>(t.nsub()) +
+                   static_cast<std::size_t>(s)])
+          need += window_of(t, sub_offset, sub_len, block, q, s).len;
+      most = std::max(most, need);
     }
-  }
+  int b = std::max(blocks, 1);
+  while (b > 1 && area_of(b) < most)
+    --b;
+  *blocks_used = b;
+  // Throws unsupported, naming the sub-band, where even one block per SM is too small.
+  return plan_subband_group_schedule(t, sub_offset, sub_len, block, area_of(b), max_subbands);
+}
+
+void parse_subband_group_override(const char* value, int max_warps, int* warps, int* blocks) {
+  if (std::sscanf(value, "%d,%d", warps, blocks) != 2 || *warps < 1 || *warps > max_warps ||
+      *blocks < 1 || *blocks > 32)
+    fail(ErrorCategory::invalid_argument,
+         "WARPBEAM_SUBBAND_GROUP = '{}': expected WARPS (1-{}),BLOCKS_PER_SM (1-32)", value,
+         max_warps);
 }
 
 }  // namespace warpbeam::dedisp::detail
