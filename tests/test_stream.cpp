@@ -685,6 +685,12 @@ TEST(StreamCli, BadOptionsAndAddressesFailClearlyWithoutProducts) {
        "--blocks", 2},
       {fmt::format("send voltages {} udp://127.0.0.1:7148", d.file("garbage.tbf")), "spead://", 2},
   };
+  // --start-timeout out of range or not a number.
+  for (const char* v : {"-1", "x", "nan"})
+    cases.push_back({fmt::format("pipeline --listen spead://127.0.0.1:7148 --grid "
+                                 "azel:170:190:2:60:70:2 --start-timeout {} --out {}",
+                                 v, d.file("out")),
+                     "--start-timeout", 2});
   // A beamformer the backend has not (findings 4 and 5 of the same trial: found only once the
   // stream's description came, exit 1), live and from a file: exit 2 before listening or reading.
   for (const std::string& src :
