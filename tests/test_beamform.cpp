@@ -5,6 +5,7 @@
 #include <cmath>
 #include <complex>
 #include <cstdio>
+#include <cstdlib>
 #include <numbers>
 
 #include "beamform/executor.hpp"
@@ -106,6 +107,15 @@ TEST(BeamformConfig, AlgorithmNamesAndTunings) {
         beamform::detail::resolve_tuning(Algorithm::register_tiled, {32, 4, 256, 0, 0});
       },
       ErrorCategory::invalid_argument, "256 accumulator");
+  EXPECT_EQ(beamform::detail::resolve_tuning(Algorithm::tensor_int8, {}).threads_per_block, 256);
+  EXPECT_EQ(
+      beamform::detail::resolve_tuning(Algorithm::tensor_int8, {0, 0, 128, 0, 0}).threads_per_block,
+      128);
+  expect_error(
+      [] {
+        beamform::detail::resolve_tuning(Algorithm::tensor_int8, {0, 0, 512, 0, 0});
+      },
+      ErrorCategory::invalid_argument, "tensor-int8 tuning.threads_per_block = 512");
 }
 
 TEST(BeamformConfig, ShapesAndFlops) {
@@ -657,6 +667,30 @@ TEST(BeamformInt8, RefusesWhatItCannotFormExactly) {
   bad.sum_pols = true;
   bad.integration = 64;
   expect_error([&] { check_int8_config(bad); }, ErrorCategory::unsupported, "overflow");
+}
+
+// tensor-int8 runs its GEMM kernel for integration 1 without the pol sum, the general kernel
+// otherwise or when WARPBEAM_INT8_GEMM=0; any other value of that variable is refused.
+TEST(BeamformInt8, GemmKernelRuleAndItsOverride) {
+  using beamform::detail::uses_int8_gemm;
+  BeamformConfig c = small_config(SampleType::ci8, 2);
+  ::unsetenv("WARPBEAM_INT8_GEMM");
+  EXPECT_TRUE(uses_int8_gemm(c));
+  c.sum_pols = true;
+  EXPECT_FALSE(uses_int8_gemm(c));
+  c.sum_pols = false;
+  c.integration = 4;
+  c.nsamples = 64;
+  EXPECT_FALSE(uses_int8_gemm(c));
+  c.integration = 1;
+  ::setenv("WARPBEAM_INT8_GEMM", "0", 1);
+  EXPECT_FALSE(uses_int8_gemm(c));
+  ::setenv("WARPBEAM_INT8_GEMM", "1", 1);
+  EXPECT_TRUE(uses_int8_gemm(c));
+  ::setenv("WARPBEAM_INT8_GEMM", "yes", 1);
+  expect_error([&] { uses_int8_gemm(c); }, ErrorCategory::invalid_argument,
+               "WARPBEAM_INT8_GEMM = 'yes': expected 0 or 1");
+  ::unsetenv("WARPBEAM_INT8_GEMM");
 }
 
 // The streaming int8 variant (cuda_tensor_int8_stream.cu) accepts B1 and what its kernel handles

@@ -148,7 +148,8 @@ TEST(BeamformGpu, TensorCoreMatchesCpu) {
     for (int npol : {1, 2})
       for (auto [nch, nant, nb, nt] : {std::array<std::int64_t, 4>{13, 19, 11, 72},
                                        std::array<std::int64_t, 4>{9, 70, 45, 200},
-                                       std::array<std::int64_t, 4>{8, 64, 64, 128}}) {
+                                       std::array<std::int64_t, 4>{8, 64, 64, 128},
+                                       std::array<std::int64_t, 4>{6, 40, 130, 160}}) {
         BeamformConfig c = small_config(type, npol, static_cast<int>(nch), static_cast<int>(nant),
                                         static_cast<int>(nb), nt);
         c.algorithm = Algorithm::tensor_core;
@@ -355,7 +356,7 @@ TEST(BeamformGpu, CublasStreamedExecuteMatchesCpu) {
   EXPECT_LE(r.max_err, 1e-2 * r.max_ref) << r.first;
 }
 
-// ---- tensor-int8 (issue 17; written without a GPU, first run next session) ----
+// ---- tensor-int8 (issue 17) ----
 
 namespace {
 
@@ -381,9 +382,11 @@ std::vector<float> run_int8(const BeamformConfig& c, const std::vector<std::uint
 }
 
 /// The configurations the int8 tests cover: odd shapes (partial channel, beam, antenna and time
-/// tiles), the B1 block shape (32 beams: 2 warps along beams) and a 64-beam one (4 warps), both
-/// sample types and pol counts, the pol sum, integrations 1, 4 and 64, and the table path
-/// (offset binary, integer custom levels).
+/// tiles; an odd number of 4-channel groups; 3 tiles of 64 beams), the B1 block shape (32 beams:
+/// 2 warps along beams) and a 64-beam one (4 warps), both sample types and pol counts, the pol
+/// sum, integrations 1, 4 and 64, and the table path (offset binary, integer custom levels).
+/// Integration 1 without the pol sum runs the GEMM kernel (cuda_tensor_int8_gemm.cu), the rest
+/// the general one (cuda_tensor_int8.cu).
 std::vector<BeamformConfig> int8_cases() {
   std::vector<BeamformConfig> v;
   for (auto type : {SampleType::ci4, SampleType::ci8})
@@ -391,7 +394,8 @@ std::vector<BeamformConfig> int8_cases() {
       for (auto [nch, nant, nb, nt] : {std::array<std::int64_t, 4>{13, 19, 11, 72},
                                        std::array<std::int64_t, 4>{9, 70, 45, 200},
                                        std::array<std::int64_t, 4>{16, 32, 32, 256},
-                                       std::array<std::int64_t, 4>{8, 64, 64, 128}})
+                                       std::array<std::int64_t, 4>{8, 64, 64, 128},
+                                       std::array<std::int64_t, 4>{6, 40, 130, 160}})
         for (int variant = 0; variant < 3; ++variant) {
           BeamformConfig c = small_config(type, npol, static_cast<int>(nch), static_cast<int>(nant),
                                           static_cast<int>(nb), nt);
@@ -421,12 +425,14 @@ std::vector<BeamformConfig> int8_cases() {
 }  // namespace
 
 // The kernel computes exactly the host emulation of its arithmetic (int8.hpp: exact integer sums,
-// then float(P) * fl(s^2)): every output bit for bit, aligned and unaligned input.
+// then float(P) * fl(s^2)): every output bit for bit, aligned and unaligned input; the GEMM
+// kernel's 256-thread block on the aligned input, its 128-thread one on the unaligned.
 TEST(BeamformGpu, TensorInt8EqualsItsEmulationExactly) {
   WB_REQUIRE_GPU();
   std::uint32_t seed = 2000;
-  for (const BeamformConfig& c : int8_cases())
+  for (BeamformConfig c : int8_cases())
     for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+      c.tuning.threads_per_block = offset == 0 ? 256 : 128;
       const auto in = random_input(c, seed);
       const auto w = random_weights(c, seed + 1, 3);
       ++seed;
@@ -437,11 +443,35 @@ TEST(BeamformGpu, TensorInt8EqualsItsEmulationExactly) {
       std::size_t bad = got.size();
       for (std::size_t i = 0; i < got.size() && bad == got.size(); ++i)
         if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) bad = i;
-      EXPECT_EQ(bad, got.size()) << describe(c) << " offset " << offset << ": first difference at "
+      EXPECT_EQ(bad, got.size()) << describe(c) << " offset " << offset << ", "
+                                 << c.tuning.threads_per_block << " threads: first difference at "
                                  << bad << ": got " << (bad < got.size() ? got[bad] : 0.f)
                                  << ", emulation " << (bad < got.size() ? want[bad] : 0.f);
       EXPECT_GT(*std::max_element(want.begin(), want.end()), 0) << describe(c);
     }
+}
+
+// The general kernel computes the GEMM kernel's cases exactly too (WARPBEAM_INT8_GEMM=0 forces
+// it, as the benchmarks do to compare the two).
+TEST(BeamformGpu, TensorInt8GeneralKernelEqualsItsEmulationWhereTheGemmKernelRuns) {
+  WB_REQUIRE_GPU();
+  ::setenv("WARPBEAM_INT8_GEMM", "0", 1);
+  std::uint32_t seed = 2300;
+  int ran = 0;
+  for (const BeamformConfig& c : int8_cases()) {
+    if (!(c.integration == 1 && !(c.sum_pols && c.npol == 2))) continue;
+    const auto in = random_input(c, seed);
+    const auto w = random_weights(c, seed + 1, 3);
+    ++seed;
+    const auto got = run_int8(c, in, w, 1);
+    std::vector<float> want(got.size(), NAN);
+    beamform::detail::emulate_int8(c, beamform::detail::quantize_int8(c, w.data()), in.data(),
+                                   want.data());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << describe(c);
+    ++ran;
+  }
+  ::unsetenv("WARPBEAM_INT8_GEMM");
+  EXPECT_GE(ran, 10);
 }
 
 // Against the fp32 CPU path: with the plan's effective weights (scale * q) the two differ by fp32

@@ -92,6 +92,8 @@ bool cuda_only(Algorithm a);
 ///    power of two so that it cannot overflow; half the intermediate bytes);
 ///    gemm_chunk_channels the channels per unpack-GEMM-detect round (0: as many as keep the
 ///    GEMM's output under 1 GiB).
+///  tensor_int8: threads_per_block 256 (blocks of 64 beams x 128 samples, one per SM) or 128
+///    (64 x 64, two per SM), for its GEMM kernel (integration 1, pols not summed).
 struct CudaTuning {
   int beams_per_thread = 0;
   int samples_per_thread = 0;

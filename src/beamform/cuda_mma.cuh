@@ -1,6 +1,6 @@
 #pragma once
 // Internal: the PTX wrappers the tensor-core beamformers share (cuda_tensor_core.cu: fp16
-// mma.sync.m16n8k16; cuda_tensor_int8.cu: s8 mma.sync.m16n8k32): shared-memory addresses,
+// mma.sync.m16n8k16; cuda_tensor_int8*.cu: s8 mma.sync.m16n8k32): shared-memory addresses,
 // cp.async of 16-byte chunks, ldmatrix of four 8x8 b16 tiles and the two MMA shapes. PTX ISA 8
 // (sm_80+): "Data Movement and Conversion Instructions" and "Warp Level Matrix Multiply-
 // Accumulate Instructions".
@@ -18,6 +18,11 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
 }
 
+/// The same to a shared-state-space address (smem_addr()), for loops that keep it in a register.
+__device__ __forceinline__ void cp_async16_s(unsigned smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
+}
+
 /// Closes the group of cp.async issued so far by this thread.
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
@@ -28,12 +33,25 @@ __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::);
 }
 
+/// Waits until at most N of this thread's cp.async groups are pending.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 /// Four 8x8 tiles of 16-bit elements (or 8x16 of bytes) from shared memory, one row address per
 /// lane (lanes 8i..8i+7 address tile i), into r[0..3].
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
+}
+
+/// The same from a shared-state-space address (smem_addr()).
+__device__ __forceinline__ void ldmatrix_x4_s(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
 }
 
 /// c += a b for a 16x16 fp16 A (row), 16x8 fp16 B (col), fp32 accumulators.

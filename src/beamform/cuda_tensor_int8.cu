@@ -25,6 +25,7 @@
 #include <algorithm>
 
 #include "beamform/cuda_common.cuh"
+#include "beamform/cuda_int8_expand.cuh"
 #include "beamform/cuda_mma.cuh"
 #include "beamform/executor.hpp"
 #include "beamform/int8.hpp"
@@ -49,115 +50,6 @@ struct Params : ShapeParams {
   bool vector_loads;  // input rows and pointer aligned for word loads
   bool raw;           // two's complement codes: expand by bit operations, not the table
   int nchan_tiles;
-};
-
-/// Four ci4 codes of one pol (bytes of w: high nibble re, low nibble im, two's complement) ->
-/// s8 (re, im) pairs: lo gets codes 0 and 1, hi codes 2 and 3.
-__device__ __forceinline__ void expand_ci4(unsigned w, unsigned& lo, unsigned& hi) {
-  // Sign-extend each nibble into its byte: (v ^ 8) - 8, bytewise.
-  const unsigned re = __vsub4(((w >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u, 0x08080808u);
-  const unsigned im = __vsub4((w & 0x0F0F0F0Fu) ^ 0x08080808u, 0x08080808u);
-  lo = __byte_perm(re, im, 0x5140);  // re0 im0 re1 im1
-  hi = __byte_perm(re, im, 0x7362);  // re2 im2 re3 im3
-}
-
-/// The input of one thread per stage: antennas a .. a + kApt - 1 (every pol) of one time row,
-/// held as raw words while the current stage multiplies; expand<POL>() writes their s8 (re, im)
-/// pairs of pol POL (2 kApt bytes, zero outside the data) as 32-bit words.
-template <int D, int NP, int kApt>
-struct XLoader {
-  static constexpr int kBpc = kBytesPerComplex<D>;  // 1 or 2
-  static constexpr int kBytes = kApt * NP * kBpc;   // 8 .. 64
-  static constexpr int kWords = kBytes / 4;
-  static_assert(kBytes % 8 == 0, "whole 64-bit chunks");
-  unsigned w[kWords];
-  bool valid;
-
-  __device__ __forceinline__ void load(const std::uint8_t* __restrict__ in, const Params& p, int c,
-                                       std::int64_t t, int a) {
-    valid = t < p.nsamples && a < p.nant;
-#pragma unroll
-    for (int i = 0; i < kWords; ++i)
-      w[i] = 0;
-    if (!valid) return;
-    const std::uint8_t* src = in + (static_cast<std::int64_t>(c) * p.nsamples + t) * p.row_bytes +
-                              static_cast<std::int64_t>(a) * NP * kBpc;
-    if (p.vector_loads && a + kApt <= p.nant) {
-#pragma unroll
-      for (int i = 0; i < kWords / 2; ++i) {
-        const uint2 v = *reinterpret_cast<const uint2*>(src + 8 * i);
-        w[2 * i] = v.x;
-        w[2 * i + 1] = v.y;
-      }
-      return;
-    }
-    // Unaligned rows or a partial antenna group: byte by byte, zero past the last antenna.
-#pragma unroll
-    for (int e = 0; e < kBytes; ++e)
-      if (a + e / (NP * kBpc) < p.nant) w[e / 4] |= static_cast<unsigned>(src[e]) << (8 * (e % 4));
-  }
-
-  __device__ __forceinline__ unsigned byte(int e) const {
-    return (w[e / 4] >> (8 * (e % 4))) & 0xFFu;
-  }
-
-  /// out[k/2] = s8 (re, im) of antennas k, k + 1 (k even) for pol POL.
-  template <int POL>
-  __device__ __forceinline__ void expand(unsigned (&out)[kApt / 2], const Params& p, int a,
-                                         const char2* tab) const {
-    if (p.raw) {
-      if constexpr (D == kCi4) {
-        // One word = 4 codes; with 2 pols, pick this pol's codes of two words first.
-#pragma unroll
-        for (int i = 0; i < kApt / 4; ++i) {
-          unsigned codes;
-          if constexpr (NP == 1)
-            codes = w[i];
-          else
-            codes = __byte_perm(w[2 * i], w[2 * i + 1], POL == 0 ? 0x6420 : 0x7531);
-          expand_ci4(codes, out[2 * i], out[2 * i + 1]);
-        }
-      } else {
-        // ci8 codes are s8 already: one word = (re, im) of 2 antennas (1 pol) or of 1 antenna
-        // and both pols.
-#pragma unroll
-        for (int i = 0; i < kApt / 2; ++i) {
-          if constexpr (NP == 1)
-            out[i] = w[i];
-          else
-            out[i] = __byte_perm(w[2 * i], w[2 * i + 1], POL == 0 ? 0x5410 : 0x7632);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kApt / 2; ++i) {
-        unsigned v = 0;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int e = (2 * i + h) * NP + POL;  // sample index in this thread's bytes
-          char2 x;
-          if constexpr (D == kCi4) {
-            x = tab[byte(e)];
-          } else {
-            x = make_char2(tab[byte(2 * e)].x, tab[byte(2 * e + 1)].x);
-          }
-          const unsigned pair = static_cast<unsigned char>(x.x) |
-                                (static_cast<unsigned>(static_cast<unsigned char>(x.y)) << 8);
-          v |= pair << (16 * h);
-        }
-        out[i] = v;
-      }
-    }
-    // Antennas past the last are zero whatever the codes (partial groups read zero bytes, which
-    // a table need not map to 0).
-#pragma unroll
-    for (int i = 0; i < kApt / 2; ++i) {
-      if (!valid || a + 2 * i >= p.nant)
-        out[i] = 0;
-      else if (a + 2 * i + 1 >= p.nant)
-        out[i] &= 0xFFFFu;
-    }
-  }
 };
 
 template <int D, int NP, int WM>
@@ -234,9 +126,9 @@ __global__ void __launch_bounds__(64 * WM)
     stage_coords(s, cl, pol, ks);
     unsigned h[kApt / 2];
     if (NP == 2 && pol == 1)
-      xl.template expand<NP == 2 ? 1 : 0>(h, p, ks * kAnt + kApt * xq, tab);
+      xl.template expand<NP == 2 ? 1 : 0>(h, p.raw, p.nant, ks * kAnt + kApt * xq, tab);
     else
-      xl.template expand<0>(h, p, ks * kAnt + kApt * xq, tab);
+      xl.template expand<0>(h, p.raw, p.nant, ks * kAnt + kApt * xq, tab);
     uint4* dst = reinterpret_cast<uint4*>(Bs + (buf * kBN + xt) * kLd + 2 * kApt * xq);
 #pragma unroll
     for (int i = 0; i < kApt / 8; ++i)
@@ -351,27 +243,6 @@ __global__ void __launch_bounds__(64 * WM)
   }
 }
 
-// q [chan][pol][beam][ant][re, im] -> A' [chan][pol][mpad][kpad] s8 with the re/im row
-// arrangement described at the top (zero in the padding).
-__global__ void build_a_int8(const std::int8_t* __restrict__ q, std::int8_t* __restrict__ aw,
-                             int nchans, int npol, int nbeams, int nant, int mpad, int kpad) {
-  const std::int64_t total = static_cast<std::int64_t>(nchans) * npol * mpad * kpad;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const int k = static_cast<int>(i % kpad);
-    const int r = static_cast<int>((i / kpad) % mpad);
-    const std::int64_t cp = i / (static_cast<std::int64_t>(kpad) * mpad);  // chan * npol + pol
-    const int b = (r / 16) * 8 + r % 8, im_out = (r % 16) / 8;
-    const int a = k / 2, im_in = k % 2;
-    int v = 0;
-    if (b < nbeams && a < nant) {
-      const std::int8_t* x = q + ((cp * nbeams + b) * nant + a) * 2;  // (qr, qi)
-      v = im_out ? (im_in ? x[0] : x[1]) : (im_in ? -x[1] : x[0]);
-    }
-    aw[i] = static_cast<std::int8_t>(v);
-  }
-}
-
 class CudaInt8Executor final : public Executor {
  public:
   explicit CudaInt8Executor(const PlanData& pd) : table_(256) {
@@ -415,11 +286,8 @@ class CudaInt8Executor final : public Executor {
     cudaStream_t s = WB_STREAM(stream);
     copy_bytes(q_.data(), pd.int8->q.data(), q_.bytes(), stream);
     copy_bytes(scale2_.data(), pd.int8->scale2.data(), scale2_.bytes(), stream);
-    const int threads = 256;
-    const unsigned blocks = grid_stride_blocks(aw_.size(), threads);
-    build_a_int8<<<blocks, threads, 0, s>>>(q_.data(), aw_.data(), c.nchans, c.npol, c.nbeams,
-                                            c.nantennas, mpad_, kpad_);
-    WB_CUDA_CHECK_LAUNCH();
+    launch_build_a_int8(q_.data(), aw_.data(), c.nchans, c.npol, c.nbeams, c.nantennas, mpad_,
+                        kpad_, s);
     if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(s));
   }
 
@@ -458,7 +326,42 @@ class CudaInt8Executor final : public Executor {
 
 }  // namespace
 
+namespace {
+// q [chan][pol][beam][ant][re, im] -> A' [chan][pol][mpad][kpad] s8 with the re/im row
+// arrangement described at the top (zero in the padding).
+__global__ void build_a_int8_kernel(const std::int8_t* __restrict__ q, std::int8_t* __restrict__ aw,
+                                    int nchans, int npol, int nbeams, int nant, int mpad,
+                                    int kpad) {
+  const std::int64_t total = static_cast<std::int64_t>(nchans) * npol * mpad * kpad;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const int k = static_cast<int>(i % kpad);
+    const int r = static_cast<int>((i / kpad) % mpad);
+    const std::int64_t cp = i / (static_cast<std::int64_t>(kpad) * mpad);  // chan * npol + pol
+    const int b = (r / 16) * 8 + r % 8, im_out = (r % 16) / 8;
+    const int a = k / 2, im_in = k % 2;
+    int v = 0;
+    if (b < nbeams && a < nant) {
+      const std::int8_t* x = q + ((cp * nbeams + b) * nant + a) * 2;  // (qr, qi)
+      v = im_out ? (im_in ? x[0] : x[1]) : (im_in ? -x[1] : x[0]);
+    }
+    aw[i] = static_cast<std::int8_t>(v);
+  }
+}
+
+}  // namespace
+
+void launch_build_a_int8(const std::int8_t* q, std::int8_t* aw, int nchans, int npol, int nbeams,
+                         int nant, int mpad, int kpad, cudaStream_t s) {
+  const int threads = 256;
+  const std::size_t n = static_cast<std::size_t>(nchans) * npol * mpad * kpad;
+  build_a_int8_kernel<<<grid_stride_blocks(n, threads), threads, 0, s>>>(q, aw, nchans, npol,
+                                                                         nbeams, nant, mpad, kpad);
+  WB_CUDA_CHECK_LAUNCH();
+}
+
 std::unique_ptr<Executor> make_tensor_int8_executor(const PlanData& plan) {
+  if (uses_int8_gemm(plan.config)) return make_tensor_int8_gemm_executor(plan);
   return std::make_unique<CudaInt8Executor>(plan);
 }
 

@@ -32,6 +32,7 @@
 #include <algorithm>
 
 #include "beamform/cuda_common.cuh"
+#include "beamform/cuda_int8_expand.cuh"
 #include "beamform/cuda_mma.cuh"
 #include "beamform/executor.hpp"
 #include "beamform/int8.hpp"
@@ -70,21 +71,6 @@ struct Params : ShapeParams {
 /// Copies 8 bytes global -> shared asynchronously (through L1: .ca, the only mode for 8 bytes).
 __device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(smem)), "l"(gmem));
-}
-
-/// Waits until at most N of this thread's cp.async groups are pending.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-/// Four ci4 codes (bytes of w: high nibble re, low nibble im, two's complement) -> s8 (re, im)
-/// pairs: lo gets codes 0 and 1, hi codes 2 and 3 (as cuda_tensor_int8.cu).
-__device__ __forceinline__ void expand_ci4(unsigned w, unsigned& lo, unsigned& hi) {
-  const unsigned re = __vsub4(((w >> 4) & 0x0F0F0F0Fu) ^ 0x08080808u, 0x08080808u);
-  const unsigned im = __vsub4((w & 0x0F0F0F0Fu) ^ 0x08080808u, 0x08080808u);
-  lo = __byte_perm(re, im, 0x5140);  // re0 im0 re1 im1
-  hi = __byte_perm(re, im, 0x7362);  // re2 im2 re3 im3
 }
 
 /// The same through the s8 table (tab[code] = re | im << 8), for other encodings and levels.

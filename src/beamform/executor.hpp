@@ -44,7 +44,10 @@ std::unique_ptr<Executor> make_register_tiled_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_register_stream_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_tensor_core_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_cublas_fp16_executor(const PlanData& plan);
+/// tensor_int8: cuda_tensor_int8_gemm.cu's GEMM kernel where uses_int8_gemm() (int8.hpp) says so,
+/// else cuda_tensor_int8.cu's general one.
 std::unique_ptr<Executor> make_tensor_int8_executor(const PlanData& plan);
+std::unique_ptr<Executor> make_tensor_int8_gemm_executor(const PlanData& plan);
 std::unique_ptr<Executor> make_tensor_int8_stream_executor(const PlanData& plan);
 
 /// Defaults of algorithm `a`'s CUDA kernel (sm_90), and the check that a tuning is one of the

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "warpbeam/format.hpp"
 
@@ -113,6 +115,16 @@ void check_int8_stream_config(const BeamformConfig& c) {
     fail(ErrorCategory::invalid_argument,
          "the tensor-int8-stream beamformer integrates over 1, 2, 4, 8, 16 or 32 samples, not {}",
          c.integration);
+}
+
+bool uses_int8_gemm(const BeamformConfig& c) {
+  if (const char* v = std::getenv("WARPBEAM_INT8_GEMM")) {
+    const std::string s(v);
+    if (s == "0") return false;
+    if (s != "1")
+      fail(ErrorCategory::invalid_argument, "WARPBEAM_INT8_GEMM = '{}': expected 0 or 1", s);
+  }
+  return c.integration == 1 && !(c.sum_pols && c.npol == 2);
 }
 
 bool fits_int8_stream(const BeamformConfig& c) {

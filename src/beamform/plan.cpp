@@ -152,6 +152,14 @@ CudaTuning resolve_tuning(Algorithm a, const CudaTuning& t) {
       fail(ErrorCategory::invalid_argument, "tuning.gemm_chunk_channels = {} must be >= 0",
            r.gemm_chunk_channels);
     r.beams_per_thread = r.samples_per_thread = r.threads_per_block = 0;
+  } else if (a == Algorithm::tensor_int8) {
+    // The GEMM kernel's block (cuda_tensor_int8_gemm.cu; the general kernel has none): 256
+    // threads = 128 samples, one block per SM; 128 = 64 samples, two per SM.
+    if (r.threads_per_block == 0) r.threads_per_block = 256;
+    if (r.threads_per_block != 128 && r.threads_per_block != 256)
+      fail(ErrorCategory::invalid_argument,
+           "tensor-int8 tuning.threads_per_block = {} is not 128 or 256", r.threads_per_block);
+    r.beams_per_thread = r.samples_per_thread = r.gemm_output_bits = r.gemm_chunk_channels = 0;
   } else {
     r = CudaTuning{};
   }
