@@ -669,12 +669,14 @@ TEST(BeamformInt8, RefusesWhatItCannotFormExactly) {
   expect_error([&] { check_int8_config(bad); }, ErrorCategory::unsupported, "overflow");
 }
 
-// tensor-int8 runs its GEMM kernel for integration 1 without the pol sum, the general kernel
-// otherwise or when WARPBEAM_INT8_GEMM=0; any other value of that variable is refused.
+// tensor-int8 runs its GEMM kernel only when WARPBEAM_INT8_GEMM=1 asks for it, and then for
+// integration 1 without the pol sum; any other value of that variable is refused.
 TEST(BeamformInt8, GemmKernelRuleAndItsOverride) {
   using beamform::detail::uses_int8_gemm;
   BeamformConfig c = small_config(SampleType::ci8, 2);
   ::unsetenv("WARPBEAM_INT8_GEMM");
+  EXPECT_FALSE(uses_int8_gemm(c));
+  ::setenv("WARPBEAM_INT8_GEMM", "1", 1);
   EXPECT_TRUE(uses_int8_gemm(c));
   c.sum_pols = true;
   EXPECT_FALSE(uses_int8_gemm(c));

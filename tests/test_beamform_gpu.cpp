@@ -430,25 +430,28 @@ std::vector<BeamformConfig> int8_cases() {
 TEST(BeamformGpu, TensorInt8EqualsItsEmulationExactly) {
   WB_REQUIRE_GPU();
   std::uint32_t seed = 2000;
-  for (BeamformConfig c : int8_cases())
-    for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
-      c.tuning.threads_per_block = offset == 0 ? 256 : 128;
-      const auto in = random_input(c, seed);
-      const auto w = random_weights(c, seed + 1, 3);
-      ++seed;
-      const auto got = run_int8(c, in, w, offset);
-      std::vector<float> want(got.size(), NAN);
-      beamform::detail::emulate_int8(c, beamform::detail::quantize_int8(c, w.data()), in.data(),
-                                     want.data());
-      std::size_t bad = got.size();
-      for (std::size_t i = 0; i < got.size() && bad == got.size(); ++i)
-        if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) bad = i;
-      EXPECT_EQ(bad, got.size()) << describe(c) << " offset " << offset << ", "
-                                 << c.tuning.threads_per_block << " threads: first difference at "
-                                 << bad << ": got " << (bad < got.size() ? got[bad] : 0.f)
-                                 << ", emulation " << (bad < got.size() ? want[bad] : 0.f);
-      EXPECT_GT(*std::max_element(want.begin(), want.end()), 0) << describe(c);
-    }
+  for (const char* gemm : {"0", "1"})
+    for (BeamformConfig c : int8_cases())
+      for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+        ::setenv("WARPBEAM_INT8_GEMM", gemm, 1);
+        c.tuning.threads_per_block = offset == 0 ? 256 : 128;
+        const auto in = random_input(c, seed);
+        const auto w = random_weights(c, seed + 1, 3);
+        ++seed;
+        const auto got = run_int8(c, in, w, offset);
+        std::vector<float> want(got.size(), NAN);
+        beamform::detail::emulate_int8(c, beamform::detail::quantize_int8(c, w.data()), in.data(),
+                                       want.data());
+        std::size_t bad = got.size();
+        for (std::size_t i = 0; i < got.size() && bad == got.size(); ++i)
+          if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) bad = i;
+        EXPECT_EQ(bad, got.size()) << describe(c) << " offset " << offset << ", "
+                                   << c.tuning.threads_per_block << " threads: first difference at "
+                                   << bad << ": got " << (bad < got.size() ? got[bad] : 0.f)
+                                   << ", emulation " << (bad < got.size() ? want[bad] : 0.f);
+        EXPECT_GT(*std::max_element(want.begin(), want.end()), 0) << describe(c);
+        ::unsetenv("WARPBEAM_INT8_GEMM");
+      }
 }
 
 // The general kernel computes the GEMM kernel's cases exactly too (WARPBEAM_INT8_GEMM=0 forces
