@@ -8,6 +8,8 @@
 #include <cstdint>
 
 #include "beamform/cuda_common.cuh"
+#include "beamform/executor.hpp"
+#include "warpbeam/device.hpp"
 
 namespace warpbeam::beamform::detail {
 
@@ -17,6 +19,12 @@ namespace warpbeam::beamform::detail {
 /// r % 16 >= 8); zero in the padding. Defined in cuda_tensor_int8.cu.
 void launch_build_a_int8(const std::int8_t* q, std::int8_t* aw, int nchans, int npol, int nbeams,
                          int nant, int mpad, int kpad, cudaStream_t s);
+/// set_weights() of both tensor-int8 kernels: the plan's quantised weights (pd.int8) -> q and
+/// scale2 on the device, then A' [chan][pol][mpad][kpad] from q; synchronous when stream is null.
+/// Defined in cuda_tensor_int8.cu.
+void upload_int8_weights(const PlanData& pd, DeviceArray<std::int8_t>& q,
+                         DeviceArray<float>& scale2, DeviceArray<std::int8_t>& aw, int mpad,
+                         int kpad, const Stream* stream);
 
 /// Four ci4 codes of one pol (bytes of w: high nibble re, low nibble im, two's complement) ->
 /// s8 (re, im) pairs: lo gets codes 0 and 1, hi codes 2 and 3.

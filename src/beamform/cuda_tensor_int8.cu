@@ -282,13 +282,7 @@ class CudaInt8Executor final : public Executor {
 
   void set_weights(const PlanData& pd, const std::complex<float>*, const Stream* stream) override {
     if (!pd.int8) return;  // the plan quantises first, then calls again with the result
-    const auto& c = pd.config;
-    cudaStream_t s = WB_STREAM(stream);
-    copy_bytes(q_.data(), pd.int8->q.data(), q_.bytes(), stream);
-    copy_bytes(scale2_.data(), pd.int8->scale2.data(), scale2_.bytes(), stream);
-    launch_build_a_int8(q_.data(), aw_.data(), c.nchans, c.npol, c.nbeams, c.nantennas, mpad_,
-                        kpad_, s);
-    if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(s));
+    upload_int8_weights(pd, q_, scale2_, aw_, mpad_, kpad_, stream);
   }
 
   void execute(const PlanData& pd, const std::uint8_t* in, float* out,
@@ -358,6 +352,17 @@ void launch_build_a_int8(const std::int8_t* q, std::int8_t* aw, int nchans, int 
   build_a_int8_kernel<<<grid_stride_blocks(n, threads), threads, 0, s>>>(q, aw, nchans, npol,
                                                                          nbeams, nant, mpad, kpad);
   WB_CUDA_CHECK_LAUNCH();
+}
+
+void upload_int8_weights(const PlanData& pd, DeviceArray<std::int8_t>& q,
+                         DeviceArray<float>& scale2, DeviceArray<std::int8_t>& aw, int mpad,
+                         int kpad, const Stream* stream) {
+  const auto& c = pd.config;
+  cudaStream_t s = WB_STREAM(stream);
+  copy_bytes(q.data(), pd.int8->q.data(), q.bytes(), stream);
+  copy_bytes(scale2.data(), pd.int8->scale2.data(), scale2.bytes(), stream);
+  launch_build_a_int8(q.data(), aw.data(), c.nchans, c.npol, c.nbeams, c.nantennas, mpad, kpad, s);
+  if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 std::unique_ptr<Executor> make_tensor_int8_executor(const PlanData& plan) {

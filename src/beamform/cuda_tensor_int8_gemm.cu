@@ -319,13 +319,7 @@ class CudaInt8GemmExecutor final : public Executor {
 
   void set_weights(const PlanData& pd, const std::complex<float>*, const Stream* stream) override {
     if (!pd.int8) return;  // the plan quantises first, then calls again with the result
-    const auto& c = pd.config;
-    cudaStream_t s = WB_STREAM(stream);
-    copy_bytes(q_.data(), pd.int8->q.data(), q_.bytes(), stream);
-    copy_bytes(scale2_.data(), pd.int8->scale2.data(), scale2_.bytes(), stream);
-    launch_build_a_int8(q_.data(), aw_.data(), c.nchans, c.npol, c.nbeams, c.nantennas, mpad_,
-                        kpad_, s);
-    if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(s));
+    upload_int8_weights(pd, q_, scale2_, aw_, mpad_, kpad_, stream);
   }
 
   void execute(const PlanData& pd, const std::uint8_t* in, float* out,
