@@ -164,8 +164,8 @@ __global__ void __launch_bounds__(2 * BN, 256 / BN)
   const std::int8_t* x_src =
       xs + (cp0 * p.tpad + t0) * p.kpad + (tid / 4) * p.kpad + 16 * (tid % 4);
   const std::int64_t a_step = static_cast<std::int64_t>(kThreads / 4) * p.kpad;  // rows per h
-  unsigned a_dst = smem_addr(As) + (tid / 4) * kLd + 16 * (tid % 4);
-  unsigned x_dst = smem_addr(Bs) + (tid / 4) * kLd + 16 * (tid % 4);
+  const unsigned a_dst = smem_addr(As) + (tid / 4) * kLd + 16 * (tid % 4);
+  const unsigned x_dst = smem_addr(Bs) + (tid / 4) * kLd + 16 * (tid % 4);
   int load_s = 0, load_ks = 0, load_buf = 0;
   auto load_stage = [&] {
     if (load_s < nstages) {
@@ -214,10 +214,7 @@ __global__ void __launch_bounds__(2 * BN, 256 / BN)
   for (int s = 0; s < nstages; ++s) {
     cp_async_wait<kStages - 2>();  // stage s has landed (this thread's copies) ...
     __syncthreads();               // ... everyone's, and stage s - 1's buffer is free again
-    // Opaque to the compiler, so that it keeps these addresses in registers instead of
-    // recomputing them from the thread index in every stage (~45 instructions per 32 MMAs).
-    asm volatile("" : "+r"(a_frag), "+r"(b_frag), "+r"(a_dst), "+r"(x_dst));
-    load_stage();  // stage s + kStages - 1
+    load_stage();                  // stage s + kStages - 1
     // Both k32 steps' fragments first, then the 32 MMAs (the asm statements keep their order, so
     // loading them here is what lets the MMAs of step 0 hide the loads of step 1).
     unsigned af[2][4][4], bf[2][2][4];
