@@ -59,7 +59,13 @@ std::vector<std::complex<float>> random_iq(std::size_t n) {
 }
 
 // The tunings `--sweep` tries per variant (each verified against BL before it may count).
-std::vector<das::CudaTuning> tunings(const Variant& v, std::int64_t batch, bool sweep) {
+std::vector<das::CudaTuning> tunings(const Variant& v, std::int64_t batch, bool sweep,
+                                     int rx_split) {
+  if (!sweep && v.algorithm == das::Algorithm::tensor_core_window) {
+    das::CudaTuning t;
+    t.rx_split = rx_split;
+    return {t};
+  }
   if (!sweep || v.algorithm == das::Algorithm::tensor_core) return {das::CudaTuning{}};
   std::vector<das::CudaTuning> t;
   const bool fp16 = v.storage == das::Storage::fp16;
@@ -83,7 +89,9 @@ std::vector<das::CudaTuning> tunings(const Variant& v, std::int64_t batch, bool 
     case das::Algorithm::tensor_core_window:
       for (int threads : {64, 128, 256})
         for (int wf : {32, 64, 128})
-          if (wf == 32 || wf / 2 < batch) t.push_back({0, 0, threads, wf, 0});
+          for (int split : {1, 2, 4})
+            if ((wf == 32 || wf / 2 < batch) && threads / 32 % split == 0)
+              t.push_back({0, 0, threads, wf, 0, split});
       break;
     default:
       t.push_back({});
@@ -179,7 +187,7 @@ void bench_das(const DasBenchOptions& o) {
       const double tol =
           v.storage == das::Storage::fp32 && v.algorithm != das::Algorithm::tensor_core ? 1e-5
                                                                                         : 1e-2;
-      for (const auto& tu : tunings(v, base.batch, o.sweep)) {
+      for (const auto& tu : tunings(v, base.batch, o.sweep, o.rx_split)) {
         das::DasConfig c = base;
         c.algorithm = v.algorithm;
         c.storage = v.storage;
@@ -206,10 +214,10 @@ void bench_das(const DasBenchOptions& o) {
         if (!pass) {
           ++best.failed;
           fmt::print(
-              "  {} {} threads, tile {}, repeats {}, warp frames {}, delay bits {}: "
+              "  {} {} threads, tile {}, repeats {}, warp frames {}, delay bits {}, rx split {}: "
               "numbers FAIL ({:.2e} > {:.0e}), not timed\n",
               v.name(), tu.threads_per_block, tu.batch_tile, tu.bi_repeats, tu.warp_frames,
-              tu.delay_bits, err, tol);
+              tu.delay_bits, tu.rx_split, err, tol);
           if (!best.pass || best.timing.median_s == INFINITY) {
             best.max_rel_error = err;
             best.checked = true;
@@ -230,10 +238,10 @@ void bench_das(const DasBenchOptions& o) {
         const double med = median(total) * 1e-3;
         if (o.sweep)
           fmt::print(
-              "  {} threads {} tile {} repeats {} warp-frames {} delay-bits {}: "
+              "  {} threads {} tile {} repeats {} warp-frames {} delay-bits {} rx-split {}: "
               "{:.3f} ms ({:.3f} kernel)\n",
               v.name(), tu.threads_per_block, tu.batch_tile, tu.bi_repeats, tu.warp_frames,
-              tu.delay_bits, med * 1e3, median(kernel));
+              tu.delay_bits, tu.rx_split, med * 1e3, median(kernel));
         if (med < best.timing.median_s) {
           best.timing = {med, total.front() * 1e-3, total.back() * 1e-3,
                          static_cast<int>(total.size())};
@@ -276,7 +284,8 @@ void bench_das(const DasBenchOptions& o) {
                     {"bi_repeats", r.tuning.bi_repeats},
                     {"threads_per_block", r.tuning.threads_per_block},
                     {"warp_frames", r.tuning.warp_frames},
-                    {"delay_bits", r.tuning.delay_bits}}}});
+                    {"delay_bits", r.tuning.delay_bits},
+                    {"rx_split", r.tuning.rx_split}}}});
       arr.push_back(e);
       if (timed)
         fmt::print(

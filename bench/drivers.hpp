@@ -27,6 +27,7 @@ struct DasBenchOptions {
   bool sweep = false;
   int repeats = 7;
   std::int64_t batch = 0;
+  int rx_split = 0;  // TCW without --sweep: tuning.rx_split (0: the default)
 };
 void bench_das(const DasBenchOptions& options);
 

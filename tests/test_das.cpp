@@ -232,6 +232,12 @@ TEST(Das, BadConfigsAreRejected) {
   auto iq = c;
   iq.fc = 0;
   expect_invalid(iq, "IQ without fc");
+  auto split = c;
+  split.tuning.rx_split = 3;
+  expect_invalid(split, "rx_split 3");
+  split.tuning.rx_split = 4;
+  split.tuning.threads_per_block = 64;
+  expect_invalid(split, "rx_split 4 with 2 warps per block");
   auto algo = c;
   algo.algorithm = Algorithm::tensor_core;
   expect_invalid(algo, "a CUDA variant on the cpu");

@@ -242,6 +242,40 @@ TEST(DasGpu, EveryTilingOfBlAndBiMatchesCpu) {
   }
 }
 
+// TCW's receiver split (warps sharing a tile's receivers, sums added in shared memory), on a
+// grid with partial tiles and a last block with warps past the last tile, and on U1 (aperture-
+// limited receiver ranges that differ between tiles).
+TEST(DasGpu, TcwReceiverSplitMatchesCpu) {
+  WB_REQUIRE_GPU();
+  const Variant tcw = kVariants[std::size(kVariants) - 1];
+  ASSERT_EQ(tcw.algorithm, Algorithm::tensor_core_window);
+  struct Shape {
+    const char* name;
+    DasConfig c;
+  };
+  DasConfig odd = odd_linear_iq();
+  odd.batch = 70;
+  DasConfig u1 = reference_config("U1");
+  u1.voxels.resize(5000);  // 312.5 tiles
+  for (const Shape& shape : {Shape{"split-odd", odd}, Shape{"split-U1", u1}}) {
+    const auto in = random_input(shape.c, 12);
+    DeviceArray<float> d_in(in.size());
+    copy_bytes(d_in.data(), in.data(), d_in.bytes());
+    const auto ref = cpu_reference(shape.c, in, {});
+    for (int wf : {32, 128})
+      for (auto [threads, split] : {std::pair{64, 2}, std::pair{128, 4}, std::pair{256, 8},
+                                    std::pair{256, 2}, std::pair{192, 1}, std::pair{96, 0}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "warp frames " << wf << ", " << threads << " threads, split " << split);
+        DasConfig ct = shape.c;
+        ct.tuning.warp_frames = wf;
+        ct.tuning.threads_per_block = threads;
+        ct.tuning.rx_split = split;
+        check_variant(shape.name, ct, tcw, in, d_in, ref, {});
+      }
+  }
+}
+
 // U1: PyMUST's rotating disk (251 x 251 pixels, 128 rx, 334 IQ samples, 32 frames, f-number 1).
 TEST(DasGpu, ReferenceShapeU1AllVariants) {
   WB_REQUIRE_GPU();

@@ -65,6 +65,9 @@ void add_bench_das_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd->add_option("--batch", o->batch, "Override the batch (frames)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--rx-split", o->rx_split,
+                  "tcw without --sweep: warps sharing one tile's receivers (1, 2, 4 or 8)")
+      ->check(CLI::IsMember({1, 2, 4, 8}));
   cmd->add_option("--json", o->json, "Write the record as JSON to this file");
   add_backend_option(*cmd, o->backend);
   cmd->callback([o] {

@@ -152,6 +152,7 @@ struct CudaTuning {
   int threads_per_block = 0;  ///< BL, BI and TCW: 64..256, multiple of 32
   int warp_frames = 0;        ///< TCW: frames per warp (32, 64 or 128)
   int delay_bits = 0;         ///< BI with fp16 storage: delays in float (32) or double (64)
+  int rx_split = 0;  ///< TCW: warps sharing one tile's receivers (1, 2, 4 or 8; divides the warps)
 };
 
 struct DasConfig {

@@ -77,15 +77,27 @@ __device__ __forceinline__ std::uint32_t tap(int d, std::uint32_t a, std::uint32
 }
 
 // One warp: one tile of 16 voxels x 32 L frames (c0 = blockIdx.y * 32 L), all transmits and
-// receivers. data: [sample][tx][rx][bp] complex fp16.
+// receivers, or (split > 1) every split-th pair of receivers, the split warps of one tile adding
+// their sums in shared memory at the end. data: [sample][tx][rx][bp] complex fp16.
+//
+// Split: a warp's work is a chain of ~2 receivers per iteration whose loads wait on L2; when the
+// grid has too few warps to hide that (U1: 3938 tiles of 32 frames, ~1.5 waves), splitting the
+// receivers of a tile among warps gives the SMs more independent chains.
 template <int L>
 __global__ void __launch_bounds__(256)
     tcw_kernel(TcwArgs G, DelayParams P, FastParams F, const __half2* __restrict__ data,
-               std::int64_t bp, float2* __restrict__ out) {
-  constexpr int NT = 4 * L;  // n-tiles of 8 frames
+               std::int64_t bp, int split, float2* __restrict__ out) {
+  constexpr int NT = 4 * L;           // n-tiles of 8 frames
+  extern __shared__ float partial[];  // split > 1: [tile of block][part - 1][NT * 8][32 lanes]
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int tile = static_cast<int>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (tile >= G.ntiles) return;  // whole warps only; no block-wide barrier below
+  const int warp = static_cast<int>(threadIdx.x >> 5), part = warp % split;
+  const int block_tiles = static_cast<int>(blockDim.x >> 5) / split;
+  const int warp_tile = static_cast<int>(blockIdx.x) * block_tiles + warp / split;
+  const bool valid = warp_tile < G.ntiles;
+  if (split == 1 && !valid) return;  // no block-wide barrier below then
+  // A warp past the last tile (split > 1) reads the last tile's geometry, computes nothing and
+  // stores nothing, but meets the barrier.
+  const int tile = valid ? warp_tile : G.ntiles - 1;
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.y) * 32 * L;
   // The pair this lane computes: voxel cv of the tile, receiver m0 + half.
   const int cv = lane & 15, half = lane >> 4;
@@ -104,17 +116,19 @@ __global__ void __launch_bounds__(256)
     }
 
   for (int q = 0; q < G.ntx; ++q) {
-    const int2 range = G.rx_range[static_cast<std::int64_t>(q) * G.ntiles + tile];
+    const int2 range =
+        valid ? G.rx_range[static_cast<std::int64_t>(q) * G.ntiles + tile] : make_int2(INT_MAX, -1);
     const std::int64_t tq = static_cast<std::int64_t>(q) * G.nslots + slot;
     const double ttx = G.tau_tx[tq];
     const float wtx = G.w_tx[tq];
     const FastVoxel fv = make_fast_voxel(P, px, py, pz, ttx);
     const __half2* qbase = data + static_cast<std::int64_t>(q) * G.nrx * bp + c0 + 4 * g;
-    for (int m0 = range.x; m0 <= range.y; m0 += 2) {
+    for (int mb = range.x; mb <= range.y; mb += 2 * split) {
+      const int m0 = mb + 2 * part;
       const int m = m0 + half;
       int k = -1;
       std::uint32_t are = 0u, bre = 0u;  // (1 - f) c and f c as half2 (re, -im)
-      if (m <= range.y && wtx != 0.f) {
+      if (m >= range.x && m <= range.y && wtx != 0.f) {
         const FastCoeff c =
             coefficients_f32(P, F, fv, px, py, pz, ttx, wtx, G.fast_el[m], G.elements[m]);
         if (c.k >= 0) {
@@ -169,8 +183,37 @@ __global__ void __launch_bounds__(256)
       }
     }
   }
-
+  if (split > 1) {
+    // Parts 1 .. split-1 leave their sums in shared memory; part 0 adds them in part order (the
+    // same result on every run).
+    const int tiles_slot = (warp / split) * (split - 1);
+    constexpr int kWords = NT * 8;
+    if (part > 0) {
+      float* mine = partial + static_cast<std::size_t>(tiles_slot + part - 1) * kWords * 32 + lane;
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          mine[(8 * j + e) * 32] = acc_re[j][e];
+          mine[(8 * j + 4 + e) * 32] = acc_im[j][e];
+        }
+    }
+    __syncthreads();
+    if (part > 0) return;
+    for (int pp = 1; pp < split; ++pp) {
+      const float* other =
+          partial + static_cast<std::size_t>(tiles_slot + pp - 1) * kWords * 32 + lane;
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc_re[j][e] += other[(8 * j + e) * 32];
+          acc_im[j][e] += other[(8 * j + 4 + e) * 32];
+        }
+    }
+  }
   // c[2r + e]: voxel g + 8r, n-column 2t + e, i.e. frame c0 + 32 l + 4 (2t + e) + i.
+  if (!valid) return;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int v = G.voxel[tile * kTile + g + 8 * r];
@@ -268,7 +311,13 @@ class CudaTcwExecutor final : public Executor {
     warp_frames_ = c.tuning.warp_frames ? c.tuning.warp_frames : 64;
     while (warp_frames_ > 32 && warp_frames_ / 2 >= bp_)
       warp_frames_ /= 2;
-    threads_ = c.tuning.threads_per_block ? c.tuning.threads_per_block : 128;
+    // By default the receivers of a tile are split among 4 warps (fewer if the block has fewer):
+    // the fastest split on U2 and faster than none on U1 (docs/PERFORMANCE.md, session s21).
+    threads_ = c.tuning.threads_per_block ? c.tuning.threads_per_block
+                                          : std::max(128, 32 * c.tuning.rx_split);
+    split_ = c.tuning.rx_split ? c.tuning.rx_split : std::min(4, threads_ / 32);
+    while (threads_ / 32 % split_ != 0)
+      split_ /= 2;
     const std::size_t n = static_cast<std::size_t>(c.nsamples * c.ntx() * c.nrx() * bp_);
     buf_ = DeviceArray<__half2>(n);
     device_memset(buf_.data(), 0, buf_.bytes());  // the padded frames stay zero
@@ -291,20 +340,36 @@ class CudaTcwExecutor final : public Executor {
     if (layout_done) layout_done->record(stream);
     const TcwArgs G = args(c);
     auto* o = reinterpret_cast<float2*>(out);
-    const int warps = threads_ / 32;
-    const dim3 grid(static_cast<unsigned>((ntiles_ + warps - 1) / warps),
+    const int block_tiles = threads_ / 32 / split_;
+    const dim3 grid(static_cast<unsigned>((ntiles_ + block_tiles - 1) / block_tiles),
                     static_cast<unsigned>((bp_ + warp_frames_ - 1) / warp_frames_));
     if (warp_frames_ == 32)
-      tcw_kernel<1><<<grid, threads_, 0, s>>>(G, p.params, fast_, buf_.data(), bp_, o);
+      launch<1>(grid, s, G, p, o);
     else if (warp_frames_ == 64)
-      tcw_kernel<2><<<grid, threads_, 0, s>>>(G, p.params, fast_, buf_.data(), bp_, o);
+      launch<2>(grid, s, G, p, o);
     else
-      tcw_kernel<4><<<grid, threads_, 0, s>>>(G, p.params, fast_, buf_.data(), bp_, o);
+      launch<4>(grid, s, G, p, o);
     WB_CUDA_CHECK_LAUNCH();
     if (!stream) WB_CUDA_CHECK(cudaStreamSynchronize(s));
   }
 
  private:
+  template <int L>
+  void launch(dim3 grid, cudaStream_t s, const TcwArgs& G, const PlanData& p, float2* o) const {
+    // The split warps' partial sums: NT * 8 floats per lane for each part but the first.
+    const std::size_t smem = split_ > 1 ? static_cast<std::size_t>(threads_ / 32 / split_) *
+                                              (split_ - 1) * 4 * L * 8 * 32 * sizeof(float)
+                                        : 0;
+    // More than 48 KiB needs the opt-in. It is set to the most any tuning needs (256 threads,
+    // split 8, 128 frames: 7 x 16 KiB), the same for every plan, so that plans on other threads
+    // never lower it under one another's launch.
+    constexpr int kMaxPartial = 7 * 16 * 8 * 32 * sizeof(float);
+    if (smem > 0)
+      WB_CUDA_CHECK(cudaFuncSetAttribute(tcw_kernel<L>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         kMaxPartial));
+    tcw_kernel<L><<<grid, threads_, smem, s>>>(G, p.params, fast_, buf_.data(), bp_, split_, o);
+  }
+
   TcwArgs args(const DasConfig& c) const {
     return {vx_.data(),
             vy_.data(),
@@ -335,7 +400,7 @@ class CudaTcwExecutor final : public Executor {
   FastParams fast_;
   float scale_ = 1.f;
   std::int64_t bp_ = 0;
-  int ntiles_ = 0, warp_frames_ = 64, threads_ = 128;
+  int ntiles_ = 0, warp_frames_ = 64, threads_ = 128, split_ = 1;
   bool iq_ = true;
 };
 

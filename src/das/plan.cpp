@@ -177,6 +177,15 @@ void DasConfig::validate() const {
       tuning.warp_frames != 128)
     fail(ErrorCategory::invalid_argument, "tuning.warp_frames = {} must be 32, 64 or 128",
          tuning.warp_frames);
+  if (tuning.rx_split != 0 && tuning.rx_split != 1 && tuning.rx_split != 2 &&
+      tuning.rx_split != 4 && tuning.rx_split != 8)
+    fail(ErrorCategory::invalid_argument, "tuning.rx_split = {} must be 1, 2, 4 or 8",
+         tuning.rx_split);
+  if (tuning.rx_split > 1 && tuning.threads_per_block != 0 &&
+      tuning.threads_per_block / 32 % tuning.rx_split != 0)
+    fail(ErrorCategory::invalid_argument,
+         "tuning.rx_split = {} does not divide the {} warps of tuning.threads_per_block = {}",
+         tuning.rx_split, tuning.threads_per_block / 32, tuning.threads_per_block);
   if (tuning.delay_bits != 0 && tuning.delay_bits != 32 && tuning.delay_bits != 64)
     fail(ErrorCategory::invalid_argument, "tuning.delay_bits = {} must be 32 or 64",
          tuning.delay_bits);
