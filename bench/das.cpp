@@ -61,12 +61,11 @@ std::vector<std::complex<float>> random_iq(std::size_t n) {
 // The tunings `--sweep` tries per variant (each verified against BL before it may count).
 std::vector<das::CudaTuning> tunings(const Variant& v, std::int64_t batch, bool sweep,
                                      int rx_split) {
-  if (!sweep && v.algorithm == das::Algorithm::tensor_core_window) {
+  if (!sweep || v.algorithm == das::Algorithm::tensor_core) {
     das::CudaTuning t;
-    t.rx_split = rx_split;
+    if (v.algorithm == das::Algorithm::tensor_core_window) t.rx_split = rx_split;
     return {t};
   }
-  if (!sweep || v.algorithm == das::Algorithm::tensor_core) return {das::CudaTuning{}};
   std::vector<das::CudaTuning> t;
   const bool fp16 = v.storage == das::Storage::fp16;
   switch (v.algorithm) {

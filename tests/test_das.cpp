@@ -708,4 +708,12 @@ TEST(Das, CliSimulateBeamformAndBadOptions) {
   r = wbtest::run_cli("das '" + t.file("missing.mat") +
                       "' --grid -3e-3:3e-3:1e-4,7e-3:13e-3:1e-4 --out '" + t.file("bad.png") + "'");
   EXPECT_EQ(r.exit_code, 1) << r.err;
+  // bench das --rx-split: only 1, 2, 4 or 8, refused before any work or record.
+  for (const char* bad : {"3", "0", "-4", "four"}) {
+    r = wbtest::run_cli(std::string("bench das --config U1 --algorithm tcw --storage fp16 ") +
+                        "--rx-split " + bad + " --json '" + t.file("split.json") + "'");
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.err.find("--rx-split"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(t.file("split.json"))) << bad;
+  }
 }
