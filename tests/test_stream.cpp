@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -1316,7 +1317,11 @@ TEST(StreamSpead, EveryHeapSentIsReceivedOrCountedAsDroppedByTheKernelTheRingOrT
   sc.heap_samples = 8;
   sc.loops = 4;  // 16 blocks of 8192 heaps
   stream::SendRecord sent;
-  std::thread sender([&] { sent = stream::send_voltages(raw, sc); });
+  std::atomic<bool> sender_done{false};
+  std::thread sender([&] {
+    sent = stream::send_voltages(raw, sc);
+    sender_done = true;
+  });
   ASSERT_TRUE(cap.wait_for_info(30, nullptr));
   std::int64_t delivered = 0, reached = 0, missing = 0;
   bool closed = false;
@@ -1324,8 +1329,14 @@ TEST(StreamSpead, EveryHeapSentIsReceivedOrCountedAsDroppedByTheKernelTheRingOrT
     if (auto* b = cap.ring().next(std::chrono::milliseconds(100), &closed)) {
       reached += b->info.packets_received;
       missing += b->info.lost_packets();
+      // A stalled engine: it holds the first block until the sender is done, so the 16 blocks
+      // cannot all fit the ring of 3 however slowly the sender runs (under the sanitizers it
+      // was slow enough for a 50 ms engine to keep up, and nothing was lost).
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (delivered == 0 && !sender_done && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       ++delivered;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a slow engine
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // then a slow one
       cap.ring().release(b);
     }
   sender.join();
