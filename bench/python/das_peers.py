@@ -140,8 +140,10 @@ def run(cfg, repeats):
                     ms = timed(call, repeats)
                 except Exception as e:  # a variant this shape does not support
                     rec[name] = f"failed: {type(e).__name__}: {e}"
+                    print(f"{cfg['name']} {name:15s} {rec[name]}")
                     continue
-                what = f"ffdas.das algorithm={alg.name} use_fp16={fp16} (wavenum sign {best[0]:+.0f})"
+                what = (f"ffdas.das algorithm={alg.name} use_fp16={fp16} "
+                        f"(wavenum sign {best[0]:+.0f})")
                 res[name] = (ms, fout.copy(), what)
                 if compare(ref, fout)[0] >= 0.99 and (fastest is None or ms < fastest[0]):
                     fastest = (ms, name)
@@ -159,7 +161,8 @@ def run(cfg, repeats):
                      "relative_l2_vs_warpbeam_fp32": rel, "ratio_to_warpbeam_fp32": ms / base,
                      "ratio_to_warpbeam_best": ms / best_wb}
         print(f"{cfg['name']} {name:15s} {ms:9.3f} ms  {points / (ms * 1e-3):.3e} points/s  "
-              f"x{ms / base:6.2f} (x{ms / best_wb:6.2f} of warpbeam's best)  corr {corr:.5f}  relL2 {rel:.2e}  ({what})")
+              f"x{ms / base:6.2f} (x{ms / best_wb:6.2f} of warpbeam's best)  corr {corr:.5f}  "
+              f"relL2 {rel:.2e}  ({what})")
     return rec
 
 
