@@ -5,14 +5,17 @@ mach-beamform) and ffdas.das (PyPI ffdas), for DESIGN.md's U1 and U2.
 
 U1 (PyMUST rotating disk): PWI_disk.mat's RF demodulated to IQ (warpbeam.rf_to_iq), 251 x 251
 pixels, 128 rx, 334 IQ samples, 32 frames, one plane wave, receive f-number 1, boxcar (mach's
-benchmark). U2: a 32 x 32 matrix probe (1024 rx, pitch 0.3 mm), 512 random IQ samples, one plane
-wave, 64^3 voxels, batch 128, full aperture (ffdas's). Each peer gets the same device arrays in
-its own layout (the layout change is not timed); times are the median of --repeats runs by CUDA
-events after a warm-up, on the current stream. Results are cross-checked: the Pearson
-correlation of the envelopes and the relative L2 difference to warpbeam's fp32 result. ffdas runs
-every one of its algorithm variants in fp32 and fp16 arithmetic; "ffdas-best" is the fastest of
-those that agree with warpbeam's fp32 result (envelope correlation >= 0.99). A peer that is not
-installed is reported as missing, not timed.
+benchmark). U2: the geometry of `warpbeam bench das --config U2` (src/das/geometry.cpp), so that
+the figures compare with the C++ records: a 32 x 32 matrix probe (1024 rx, pitch 0.3 mm), 512
+random IQ samples at 6 MHz (fc 3 MHz), one plane wave, 64^3 voxels over x, y in [-9.6, 9.6] mm and
+z in [10, 50] mm, batch 128, full aperture. (Until 2026-12-08 this script used another U2, at 20
+MHz over [-4.8, 4.8] x [5, 15] mm: its records compare only within one run of it.) Each peer gets
+the same device arrays in its own layout (the layout change is not timed); times are the median of
+--repeats runs by CUDA events after a warm-up, on the current stream. Results are cross-checked:
+the Pearson correlation of the envelopes and the relative L2 difference to warpbeam's fp32 result.
+ffdas runs every one of its algorithm variants in fp32 and fp16 arithmetic; "ffdas-best" is the
+fastest of those that agree with warpbeam's fp32 result (envelope correlation >= 0.99). A peer that
+is not installed is reported as missing, not timed.
 """
 import argparse
 import json
@@ -67,14 +70,14 @@ def u2():
     ix = (np.arange(nx) - (nx - 1) / 2) * pitch
     ex, ey = np.meshgrid(ix, ix)
     elements = np.stack([ex.ravel(), ey.ravel(), np.zeros(nx * nx)], axis=1)
-    ax = np.linspace(-4.8e-3, 4.8e-3, 64)
-    zs = np.linspace(5e-3, 15e-3, 64)
+    ax = np.linspace(-9.6e-3, 9.6e-3, 64)
+    zs = np.linspace(10e-3, 50e-3, 64)
     z, y, x = np.meshgrid(zs, ax, ax, indexing="ij")
     pts = np.stack([x.ravel(), y.ravel(), z.ravel()], axis=1)
     rng = np.random.default_rng(1)
     iq = (rng.standard_normal((128, nx * nx, 1, 512)) +
           1j * rng.standard_normal((128, nx * nx, 1, 512))).astype(np.complex64)
-    return dict(name="U2", iq=iq, elements=elements, points=pts, fs=20e6, fc=5e6, t0=0.0,
+    return dict(name="U2", iq=iq, elements=elements, points=pts, fs=6e6, fc=3e6, t0=0.0,
                 c=1540.0, fnumber=None)
 
 
